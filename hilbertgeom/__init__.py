@@ -1,0 +1,45 @@
+"""hilbertgeom: the update geometry of the language-model head.
+
+A numerical reference library for "Toward a First-Principles Update Geometry
+for the Language-Model Head" (arXiv 2608.22253): Hilbert's projective metric,
+the row-diameter head norm and its backward bounds, with exact kernels and a
+``hilbertgeom verify`` command that checks the paper's identities.
+"""
+
+from __future__ import annotations
+
+from . import ball, head, metric, rows, tolerances
+from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
+from .exceptions import SolverError
+from .head import (
+    backward_bound,
+    backward_change,
+    backward_change_bound,
+    backward_witness,
+    cross_entropy_backward_bound,
+    head_norm,
+    worst_case_hidden,
+)
+from .metric import (
+    Contraction,
+    birkhoff_contraction,
+    hilbert_distance,
+    softmax_hilbert_distance,
+    total_variation,
+    tv_bound,
+    tv_extremal_pair,
+    variation_norm,
+)
+from .rows import Pair, center_rows, closest_pair, row_diameter
+from .tolerances import Tolerance, tolerance
+
+__version__ = "0.1.0"
+
+__all__ = sorted(
+    set(metric.__all__)
+    | set(rows.__all__)
+    | set(ball.__all__)
+    | set(head.__all__)
+    | set(tolerances.__all__) - {"unit_roundoff"}
+    | {"SolverError", "__version__"}
+)

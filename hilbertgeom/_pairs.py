@@ -1,0 +1,190 @@
+"""Exact extremal pairs of a point cloud, in tiles (array-API kernels).
+
+The Euclidean kernel screens all pairs with one augmented GEMM per tile in the
+input's precision, keeps every pair whose screened squared distance lies
+within a proven error bound of the extreme, and re-checks those candidates
+with direct float64 differences of the original rows (:func:`pair_distance`).
+The answer is the float64 distance of the extremal pair (ties: smallest ``(i, j)``), and memory
+beyond a few ``V x d`` copies is one ``tile x tile`` block.
+
+Error bound (screening units).  Rows are scaled by exact powers of two and
+centred in float64: ``x_i`` with ``N = max_i ||x_i||^2``.  The screened value
+``f_ij = fl([x_i, n_i, 1] . [-2 x_j, 1, n_j])`` in a dtype of unit roundoff ``u``
+with ``m = d + 2`` terms satisfies ``|f_ij - ||x_i - x_j||^2| <= eps`` with
+
+    eps = 2 (4 gamma_m + 10.2 u + 8.2 u64) N,   gamma_m = m u / (1 - m u):
+
+``4 gamma_m N`` bounds the dot-product error (``sum |terms| <= 4N`` for any
+summation order, Higham, *Accuracy and Stability*, Thm 3.1 / Lemma 3.4);
+``2uN`` the rounding of the two norms; ``8.2uN`` the rounding of the rows to
+the screening dtype (``||x^ - x|| <= u ||x||``); ``8.2 u64 N`` the float64
+centring; the factor 2 is a safety margin.  A pair outside the window
+``f >= f_best - 2 eps - eps64`` cannot be (or tie with) the extremal pair,
+where ``eps64`` covers the rounding of the float64 re-check itself.  The
+kernels here take and return arrays of one namespace ``xp`` and never move
+them between devices; only scalars and indices leave.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+__all__: list[str] = []  # private module
+
+
+class Pair(NamedTuple):
+    """A distance and the pair ``i < j`` that attains it."""
+
+    distance: float
+    i: int
+    j: int
+
+
+def _finfo(xp, dtype):
+    fi = xp.finfo(dtype)
+    return float(fi.eps) / 2.0, float(fi.smallest_normal)
+
+
+def _pow2(m: float) -> tuple[float, int]:
+    """``(2**-e, e)`` with ``m * 2**-e`` in ``[0.5, 1)``."""
+    e = math.frexp(m)[1]
+    return math.ldexp(1.0, -e), e
+
+
+def first_duplicate_pair(X, xp):
+    """Smallest ``(i, j)``, ``i < j``, with ``X[i] == X[j]`` exactly, or ``None``.
+
+    A stable lexicographic sort of the rows (least significant column first)
+    puts equal rows next to each other in index order.
+    """
+    V, d = X.shape
+    if hasattr(xp, "lexsort"):
+        order = xp.lexsort(tuple(X[:, k] for k in range(d - 1, -1, -1)))
+    else:
+        order = xp.arange(V)
+        for k in range(d - 1, -1, -1):
+            col = xp.take(X[:, k], order)
+            order = xp.take(order, xp.argsort(col, stable=True))
+    Xs = xp.take(X, order, axis=0)
+    eq = xp.all(Xs[1:, :] == Xs[:-1, :], axis=1)
+    if not bool(xp.any(eq)):
+        return None
+    pos = xp.nonzero(eq)[0]
+    firsts = xp.take(order, pos)
+    k = int(xp.argmin(firsts))
+    p = int(pos[k])
+    a, b = int(order[p]), int(order[p + 1])
+    return (a, b) if a < b else (b, a)
+
+
+def pair_distance(diff, xp):
+    """Euclidean norms of the rows of ``diff``, scaled against under/overflow.
+
+    ``m * sqrt(sum((diff / m)**2))`` with ``m = max |diff|`` per row (0 for a
+    zero row): the float64 distance that every kernel reports.  It is exact to
+    a few ulps and positive for any two distinct rows.
+    """
+    m = xp.max(xp.abs(diff), axis=1)
+    ms = xp.where(m > 0, m, xp.ones_like(m))
+    y = diff / xp.reshape(ms, (-1, 1))
+    return m * xp.sqrt(xp.sum(y * y, axis=1))
+
+
+def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
+    """Exact farthest (``mode='max'``) or closest (``'min'``) Euclidean pair.
+
+    ``S`` is a finite float32 or float64 ``(V, d)`` array of namespace ``xp``
+    with ``V >= 2``.  float32 input is screened in float32 (after float64
+    centring), anything else in float64.
+    """
+    V, d = S.shape
+    f64 = xp.float64
+    screen = xp.float32 if S.dtype == xp.float32 else f64
+    X0 = xp.astype(S, f64)
+    amax = float(xp.max(xp.abs(X0)))
+    if amax == 0.0:
+        return Pair(0.0, 0, 1)
+    f0, _ = _pow2(amax)
+    X0 = X0 * f0  # exact: a power of two
+    if mode == "min":
+        dup = first_duplicate_pair(X0, xp)
+        if dup is not None:
+            return Pair(0.0, dup[0], dup[1])
+    Xc = X0 - xp.mean(X0, axis=0)
+    cmax = float(xp.max(xp.abs(Xc)))
+    if cmax == 0.0:  # fl(x - c) == 0 for every row means every row equals c
+        return Pair(0.0, 0, 1)
+    f1, _ = _pow2(cmax)
+    Xc = Xc * f1
+    n = xp.sum(Xc * Xc, axis=1)
+    N = float(xp.max(n))
+    u, tiny = _finfo(xp, screen)
+    u64, _ = _finfo(xp, f64)
+    m = d + 2
+    gamma = m * u / (1.0 - m * u)
+    eps = 2.0 * (4.0 * gamma + 10.2 * u + 8.2 * u64) * N + 8.0 * m * tiny
+    eps64 = 2.0 * (2 * d + 8) * u64 * N
+    s2 = f1 * f1  # exact-d2 (X0 units) -> screening units
+
+    Xh = xp.astype(Xc, screen)
+    del Xc
+    nh = xp.reshape(xp.astype(n, screen), (V, 1))
+    ones = xp.ones((V, 1), dtype=screen)
+    L = xp.concat([Xh, nh, ones], axis=1)
+    R = xp.concat([-2.0 * Xh, ones, nh], axis=1)
+    del Xh, nh, ones
+
+    B = max(1, int(tile))
+    ar = xp.arange(B)
+    lower = xp.reshape(ar, (B, 1)) >= xp.reshape(ar, (1, B))  # i >= j inside a diagonal tile
+    is_max = mode == "max"
+    fill = xp.asarray(-math.inf if is_max else math.inf, dtype=screen)
+    best_scr = -math.inf if is_max else math.inf
+    best_d2: float | None = None
+    best_key: int | None = None
+    chunk = max(1, (1 << 22) // max(d, 1))
+
+    for bi in range(0, V, B):
+        Li = L[bi : min(bi + B, V), :]
+        for bj in range(bi, V, B):
+            T = Li @ xp.matrix_transpose(R[bj : min(bj + B, V), :])
+            if bi == bj:
+                h = T.shape[0]
+                if h == 1:
+                    continue  # a 1 x 1 diagonal tile holds no pair
+                T = xp.where(lower[:h, :h], fill, T)
+            if is_max:
+                tm = float(xp.max(T))
+                best_scr = max(best_scr, tm)
+                thr = best_scr - 2.0 * eps - eps64
+                if best_d2 is not None:
+                    thr = max(thr, best_d2 * best_d2 * s2 - eps - eps64)
+                if tm < thr:
+                    continue
+                ii, jj = xp.nonzero(T >= thr)
+            else:
+                tm = float(xp.min(T))
+                best_scr = min(best_scr, tm)
+                thr = best_scr + 2.0 * eps + eps64
+                if best_d2 is not None:
+                    thr = min(thr, best_d2 * best_d2 * s2 + eps + eps64)
+                if tm > thr:
+                    continue
+                ii, jj = xp.nonzero(T <= thr)
+            gi = ii + bi
+            gj = jj + bj
+            nc = gi.shape[0]
+            for c0 in range(0, nc, chunk):
+                ci, cj = gi[c0 : min(c0 + chunk, nc)], gj[c0 : min(c0 + chunk, nc)]
+                d2 = pair_distance(xp.take(X0, ci, axis=0) - xp.take(X0, cj, axis=0), xp)
+                v = float(xp.max(d2)) if is_max else float(xp.min(d2))
+                if best_d2 is not None and (v < best_d2 if is_max else v > best_d2):
+                    continue
+                keys = xp.astype(ci, xp.int64) * V + xp.astype(cj, xp.int64)
+                big = xp.asarray(V * V, dtype=xp.int64)
+                key = int(xp.min(xp.where(d2 == v, keys, big)))
+                if best_d2 is None or v != best_d2 or key < best_key:
+                    best_d2, best_key = v, key
+    i, j = divmod(best_key, V)
+    return Pair(best_d2 / f0, int(i), int(j))

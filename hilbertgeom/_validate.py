@@ -1,0 +1,161 @@
+"""Input checks, in one place.
+
+Every public function validates its arguments here before computing.  Messages
+name the argument and the rule that was broken, so that a user reading a
+traceback knows what to change.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__: list[str] = []  # private module
+
+try:  # array-api-compat is a declared dependency; keep the import local to here
+    import array_api_compat as _aac
+except ImportError:  # pragma: no cover - exercised only on broken installs
+    _aac = None
+
+
+def _is_device_array(x) -> bool:
+    """True for arrays that live on an accelerator (CuPy, torch CUDA, ...)."""
+    if _aac is None:
+        return False
+    if _aac.is_cupy_array(x):
+        return True
+    if _aac.is_array_api_obj(x) and not isinstance(x, np.ndarray):
+        try:
+            dev = _aac.device(x)
+        except Exception:  # pragma: no cover - exotic array objects
+            return False
+        text = str(dev).lower()
+        return not ("cpu" in text or text == "none")
+    return False
+
+
+def to_numpy(x, name: str) -> np.ndarray:
+    """Return a NumPy view of ``x`` (array_like or a CPU array-API array).
+
+    Device arrays raise ``TypeError``: the core never moves data off a device.
+    """
+    if isinstance(x, np.ndarray):
+        return x
+    if _is_device_array(x):
+        raise TypeError(
+            f"{name} lives on an accelerator ({type(x).__module__}.{type(x).__name__}); "
+            "the hilbertgeom core runs on the CPU and never copies device arrays to "
+            "the host: use hilbertgeom.gpu, or move the array to the CPU yourself"
+        )
+    if hasattr(x, "__dlpack__") and not isinstance(x, (list, tuple)):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, BufferError, RuntimeError):
+            pass
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # ragged lists and the like
+        raise TypeError(f"{name} could not be read as an array: {exc}") from None
+
+
+def real_array(x, name: str, *, keep_float32: bool = False) -> np.ndarray:
+    """Validate dtype and finiteness; return float64 (or float32 if asked and given).
+
+    Integers and booleans are promoted to float64.  Complex, object and string
+    arrays raise ``TypeError``; NaN or inf entries raise ``ValueError``.
+    """
+    a = to_numpy(x, name)
+    kind = a.dtype.kind
+    if kind == "c":
+        raise TypeError(f"{name} must be real; got complex dtype {a.dtype}")
+    if kind not in "biuf":
+        raise TypeError(f"{name} must have a real numeric dtype; got {a.dtype}")
+    if kind == "f" and keep_float32 and a.dtype.itemsize <= 4:
+        a = a.astype(np.float32, copy=False)
+    else:
+        a = a.astype(np.float64, copy=False)
+    if a.size and not np.isfinite(a).all():
+        bad = int(a.size - np.count_nonzero(np.isfinite(a)))
+        raise ValueError(f"{name} must be finite; found {bad} NaN/inf entr{'y' if bad == 1 else 'ies'}")
+    return a
+
+
+def matrix(x, name: str, *, keep_float32: bool = False, min_rows: int = 1) -> np.ndarray:
+    """A finite real 2-D array with at least ``min_rows`` rows and one column."""
+    a = real_array(x, name, keep_float32=keep_float32)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (V, d); got shape {a.shape}")
+    if a.shape[1] < 1:
+        raise ValueError(f"{name} must have at least one column; got shape {a.shape}")
+    if a.shape[0] < min_rows:
+        what = "row" if min_rows == 1 else "rows"
+        raise ValueError(f"{name} must have at least {min_rows} {what}; got shape {a.shape}")
+    return a
+
+
+def vector(x, name: str, *, length: int | None = None) -> np.ndarray:
+    """A finite real 1-D float64 array, optionally of a given length."""
+    a = real_array(x, name)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {a.shape}")
+    if length is not None and a.shape[0] != length:
+        raise ValueError(f"{name} must have length {length}; got {a.shape[0]}")
+    if a.shape[0] == 0:
+        raise ValueError(f"{name} must not be empty")
+    return a
+
+
+def nonnegative(a: np.ndarray, name: str) -> np.ndarray:
+    if a.size and (a < 0).any():
+        raise ValueError(f"{name} must be nonnegative; smallest entry is {a.min():.6g}")
+    return a
+
+
+def scalar(x, name: str, *, minimum: float | None = None, strict: bool = False,
+           allow_inf: bool = False) -> float:
+    """A real Python float, optionally bounded below."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.floating, np.integer)):
+        if not (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf"):
+            raise TypeError(f"{name} must be a real number; got {type(x).__name__}")
+    v = float(x)
+    if np.isnan(v) or (np.isinf(v) and not allow_inf):
+        raise ValueError(f"{name} must be finite; got {v}")
+    if minimum is not None:
+        if strict and not v > minimum:
+            raise ValueError(f"{name} must be > {minimum:g}; got {v:g}")
+        if not strict and not v >= minimum:
+            raise ValueError(f"{name} must be >= {minimum:g}; got {v:g}")
+    return v
+
+
+def integer(x, name: str, *, minimum: int | None = None) -> int:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {type(x).__name__}")
+    v = int(x)
+    if minimum is not None and v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {v}")
+    return v
+
+
+def norm_choice(norm, name: str = "norm") -> float:
+    """One of 2, 1, inf (given as numbers or the strings '2', '1', 'inf')."""
+    table = {"2": 2.0, "1": 1.0, "inf": np.inf, "l2": 2.0, "l1": 1.0, "linf": np.inf}
+    if isinstance(norm, str):
+        key = norm.strip().lower()
+        if key in table:
+            return table[key]
+    elif isinstance(norm, (numbers.Real, np.floating, np.integer)) and not isinstance(norm, bool):
+        v = float(norm)
+        if v in (1.0, 2.0) or np.isinf(v) and v > 0:
+            return v
+    raise ValueError(f"{name} must be one of 2, 1 or inf; got {norm!r}")
+
+
+def axis_index(axis, ndim: int, name: str = "axis") -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {type(axis).__name__}")
+    ax = int(axis)
+    if not -ndim <= ax < ndim:
+        raise ValueError(f"{name}={ax} is out of range for an array with {ndim} dimension(s)")
+    return ax % ndim

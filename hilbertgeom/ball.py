@@ -1,0 +1,230 @@
+"""Minimum enclosing ball of the rows, and Jung's constant (identity I7).
+
+The covering radius ``rad(S)`` is the radius of the smallest Euclidean ball
+containing every row.  It brackets the diameter:
+``D(S) / 2 <= rad(S) <= J_k D(S)`` with ``J_k = sqrt(k / (2 (k + 1)))`` when the
+rows span an affine space of dimension ``k`` (Jung's theorem, sharp for the
+regular simplex).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _validate as _v
+from .exceptions import SolverError
+
+__all__ = ["EnclosingBall", "covering_radius", "jung_radius", "minimum_enclosing_ball"]
+
+
+@dataclass(frozen=True)
+class EnclosingBall:
+    """The smallest ball enclosing a point cloud, with its certificate.
+
+    Attributes
+    ----------
+    radius : float
+        ``max_i ||s_i - center||`` computed in float64 in mean-centred
+        coordinates: every row lies in the ball of this radius around
+        ``center`` (to the rounding of ``center`` itself).
+    center : (d,) ndarray
+        The centre, a convex combination of the support rows.
+    support : (m,) ndarray of int
+        Rows on the boundary that carry the centre (``m <= d + 1``).
+    weights : (m,) ndarray
+        Nonnegative barycentric weights, summing to one:
+        ``center ~ sum_k weights[k] * S[support[k]]``.
+    lower : float
+        A certified lower bound on the minimum radius,
+        ``sqrt(sum_k w_k ||s_k - c_w||^2)`` with ``c_w = sum_k w_k s_k`` (for any
+        centre ``c``, ``max_i ||s_i - c||^2 >= sum_k w_k ||s_k - c||^2 >= lower^2``).
+    gap : float
+        ``radius - lower``: the true minimum radius lies in ``[lower, radius]``.
+    status : str
+        ``"optimal"`` when the active-set walk ended with the centre in the
+        convex hull of its support.
+    iterations : int
+    """
+
+    radius: float
+    center: np.ndarray
+    support: np.ndarray
+    weights: np.ndarray
+    lower: float
+    gap: float
+    status: str
+    iterations: int
+
+
+def jung_radius(k, /):
+    r"""Jung's constant ``J_k = sqrt(k / (2 (k + 1)))``.
+
+    Any set of diameter ``D`` in a ``k``-dimensional Euclidean space lies in a
+    ball of radius ``J_k D``; the regular ``k``-simplex attains it.
+
+    Parameters
+    ----------
+    k : int
+        Dimension, ``>= 0`` (``J_0 = 0``: a single point).
+
+    References
+    ----------
+    H. Jung, "Ueber die kleinste Kugel, die eine raeumliche Figur einschliesst",
+    J. reine angew. Math. 123 (1901).  Identity I7.
+
+    Examples
+    --------
+    >>> jung_radius(1)
+    0.5
+    >>> round(jung_radius(2), 15)   # 1 / sqrt(3)
+    0.577350269189626
+    """
+    kk = _v.integer(k, "k", minimum=0)
+    return math.sqrt(kk / (2.0 * (kk + 1)))
+
+
+def _circumcenter(Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Centre of the sphere through the rows of ``Q`` within their affine hull,
+    and its barycentric coordinates."""
+    m = Q.shape[0]
+    if m == 1:
+        return Q[0].copy(), np.ones(1)
+    q0 = Q[0]
+    A = Q[1:] - q0
+    G = A @ A.T
+    alpha = np.linalg.lstsq(G, 0.5 * np.diag(G), rcond=None)[0]
+    c = q0 + A.T @ alpha
+    lam = np.concatenate([[1.0 - alpha.sum()], alpha])
+    return c, lam
+
+
+def minimum_enclosing_ball(S, /, *, max_iter=None):
+    r"""The smallest Euclidean ball containing the rows of ``S``, certified.
+
+    An active-set walk (Fischer, Gaertner and Kutz, "Fast smallest-enclosing-ball
+    computation in high dimensions", ESA 2003): keep a ball through an
+    affinely independent support set that contains every row, move its centre
+    towards the circumcentre of the support, add a row when it reaches the
+    boundary, drop a support row whose barycentric weight turns negative, and
+    stop when the centre lies in the convex hull of the support (the KKT
+    conditions).  CPU only (NumPy).
+
+    Parameters
+    ----------
+    S : (V, d) array_like
+        Finite real rows, ``V >= 1``.
+    max_iter : int, optional
+        Iteration cap (default ``10 (V + d) + 100``).
+
+    Returns
+    -------
+    EnclosingBall
+        Radius, centre, support, weights and the certificate ``lower``/``gap``.
+
+    Raises
+    ------
+    SolverError
+        If the walk does not terminate within ``max_iter`` steps.
+
+    Examples
+    --------
+    >>> b = minimum_enclosing_ball([[0.0, 0.0], [2.0, 0.0], [1.0, 0.1]])
+    >>> round(b.radius, 12), b.center.round(12).tolist()
+    (1.0, [1.0, 0.0])
+    """
+    X = _v.matrix(S, "S")
+    V, d = X.shape
+    if max_iter is None:
+        max_iter = 10 * (V + d) + 100
+    max_iter = _v.integer(max_iter, "max_iter", minimum=1)
+    mean = X.mean(axis=0)
+    Y = X - mean
+    amax = float(np.abs(Y).max())
+    if amax == 0.0:
+        return _certify(Y, mean, np.array([0]), np.ones(1), 0, "optimal")
+    f = math.ldexp(1.0, -math.frexp(amax)[1])
+    Z = Y * f  # exact: a power of two
+    c = Z[0].copy()
+    T = [int(np.argmax(((Z - c) ** 2).sum(axis=1)))]
+    it = 0
+    status = "iteration limit"
+    while it < max_iter:
+        it += 1
+        Q = Z[T]
+        caff, lam = _circumcenter(Q)
+        v = caff - c
+        r2 = float(((Q[0] - c) ** 2).sum())
+        if float(v @ v) <= (1e-13) ** 2 * max(r2, 1e-300):
+            if lam.min() >= -1e-12:
+                status = "optimal"
+                c = caff
+                break
+            del T[int(np.argmin(lam))]
+            continue
+        # Walk from c towards caff until a row reaches the boundary.
+        dist2 = ((Z - c) ** 2).sum(axis=1)
+        vq = float(v @ (Q[0] - c))
+        denom = 2.0 * (vq - (Z - c) @ v)
+        numer = np.maximum(r2 - dist2, 0.0)
+        scale = math.sqrt(float(v @ v)) * math.sqrt(max(r2, 1e-300))
+        ok = denom > 1e-12 * scale
+        ok[T] = False
+        t = np.full(V, np.inf)
+        t[ok] = numer[ok] / denom[ok]
+        k = int(np.argmin(t))
+        if t[k] < 1.0:
+            c = c + t[k] * v
+            T.append(k)
+        else:
+            c = caff
+    if status != "optimal":
+        raise SolverError(
+            f"minimum_enclosing_ball: the active-set walk did not terminate in {max_iter} "
+            "iterations (status 'iteration limit'); raise max_iter",
+            status="iteration limit",
+        )
+    _, lam = _circumcenter(Z[T])
+    return _certify(Y, mean, np.asarray(T), lam, it, status)
+
+
+def _certify(Y: np.ndarray, mean: np.ndarray, T: np.ndarray, lam: np.ndarray, it: int,
+             status: str) -> EnclosingBall:
+    """Certificate in the mean-centred coordinates ``Y = S - mean`` (no
+    cancellation against a large common offset); the centre is mapped back."""
+    w = np.clip(lam, 0.0, None)
+    w = w / w.sum()
+    order = np.argsort(T)
+    T, w = T[order], w[order]
+    P = Y[T]
+    cy = w @ P
+    radius = float(np.sqrt(((Y - cy) ** 2).sum(axis=1).max()))
+    lower = float(np.sqrt(w @ ((P - cy) ** 2).sum(axis=1)))
+    lower = min(lower, radius)
+    return EnclosingBall(radius=radius, center=cy + mean, support=T, weights=w, lower=lower,
+                         gap=radius - lower, status=status, iterations=it)
+
+
+def covering_radius(S, /):
+    r"""Covering radius ``rad(S)`` and the centre of the minimum enclosing ball.
+
+    See :func:`minimum_enclosing_ball` for the method and the certificate.
+
+    Parameters
+    ----------
+    S : (V, d) array_like
+
+    Returns
+    -------
+    (radius, center) : (float, (d,) ndarray)
+
+    Examples
+    --------
+    >>> r, c = covering_radius([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0], [4.0, 4.0]])
+    >>> round(r, 12), c.round(12).tolist()
+    (2.828427124746, [2.0, 2.0])
+    """
+    b = minimum_enclosing_ball(S)
+    return b.radius, b.center

@@ -1,0 +1,87 @@
+"""Command line: ``hilbertgeom verify``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+__all__ = ["main"]
+
+
+def _fmt(x: float) -> str:
+    if math.isinf(x):
+        return "inf"
+    return "0" if x == 0 else f"{x:.1e}"
+
+
+def _table(rows, elapsed: float) -> str:
+    head = ("id", "statement", "method", "trials", "worst", "tol", "verdict")
+    body = [
+        (r.identity, r.statement, r.method, str(r.trials), _fmt(r.worst), _fmt(r.tol),
+         "PASS" if r.passed else "FAIL")
+        for r in rows
+    ]
+    width = [max(len(h), *(len(b[k]) for b in body)) if body else len(h) for k, h in enumerate(head)]
+    width[1] = min(width[1], 60)
+    width[2] = min(width[2], 44)
+
+    def line(cells):
+        out = []
+        for k, c in enumerate(cells):
+            c = c if len(c) <= width[k] else c[: width[k] - 1] + "~"
+            out.append(c.rjust(width[k]) if k in (3, 4, 5) else c.ljust(width[k]))
+        return "  ".join(out).rstrip()
+
+    lines = [line(head), line(["-" * w for w in width])]
+    lines += [line(b) for b in body]
+    failed = [r for r in rows if not r.passed]
+    lines.append("")
+    for r in failed:
+        lines.append(f"FAIL {r.identity}: worst {_fmt(r.worst)} > tol {_fmt(r.tol)} at {r.detail}")
+    lines.append(f"{len(rows) - len(failed)} passed, {len(failed)} failed  ({elapsed:.1f} s; "
+                 "worst = largest residual or violation relative to the scale of the instance)")
+    return "\n".join(lines)
+
+
+def _verify(args) -> int:
+    from .verify import run_checks
+
+    only = [s for part in (args.only or []) for s in part.split(",") if s.strip()]
+    t0 = time.perf_counter()
+    try:
+        rows = run_checks(seed=args.seed, quick=args.quick, only=only or None)
+    except ValueError as exc:
+        print(f"hilbertgeom verify: {exc}", file=sys.stderr)
+        return 2
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"seed": args.seed, "quick": args.quick, "elapsed_s": elapsed,
+                          "passed": all(r.passed for r in rows),
+                          "rows": [r.as_dict() for r in rows]}, indent=2, default=str))
+    else:
+        print(f"hilbertgeom verify  (seed {args.seed}{', quick' if args.quick else ''})")
+        print(_table(rows, elapsed))
+    return 0 if rows and all(r.passed for r in rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hilbertgeom`` command."""
+    parser = argparse.ArgumentParser(prog="hilbertgeom", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("verify", help="check the paper's identities on seeded random and adversarial instances")
+    v.add_argument("--seed", type=int, default=0, help="instance seed (default 0)")
+    v.add_argument("--quick", action="store_true", help="fewer instances per identity")
+    v.add_argument("--json", action="store_true", help="print the results as JSON")
+    v.add_argument("--only", action="append", metavar="ID[,ID...]", help="run only these identities, e.g. I1,I7")
+    args = parser.parse_args(argv)
+    if args.command == "verify":
+        return _verify(args)
+    parser.error(f"unknown command {args.command}")  # pragma: no cover
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

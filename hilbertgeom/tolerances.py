@@ -1,0 +1,75 @@
+"""One tolerance policy, keyed by dtype and by method.
+
+Every comparison that hilbertgeom makes (in ``hilbertgeom verify`` and in the
+test suite) takes its tolerance from here, so that no check quietly loosens a
+bound to get a pass.
+
+The numbers follow from the unit roundoff ``u`` of the dtype:
+
+* ``exact``  -- closed-form arithmetic on O(1) quantities: a few hundred ulps,
+  ``rtol = atol = 256 u`` (absolute for quantities near zero, such as the
+  distance of a point to itself).
+* ``kernel`` -- tiled reductions over ``d``-term dot products: the standard
+  ``gamma_d`` bound, ``rtol = 4 (d + 2) u`` (see ``hilbertgeom.rows``).
+* ``solver`` -- interior-point conic solvers (cvxpy): relative gap ``1e-6``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Tolerance", "tolerance", "unit_roundoff"]
+
+
+def unit_roundoff(dtype) -> float:
+    """Unit roundoff ``u = eps / 2`` of a floating dtype (float64 for non-floats)."""
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        dt = np.dtype(np.float64)
+    return float(np.finfo(dt).eps) / 2.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A relative and an absolute tolerance: ``|a - b| <= atol + rtol * scale``."""
+
+    rtol: float
+    atol: float
+
+    def bound(self, scale: float) -> float:
+        """The allowed error for quantities of magnitude ``scale``."""
+        return self.atol + self.rtol * abs(float(scale))
+
+    def close(self, a: float, b: float, scale: float | None = None) -> bool:
+        s = max(abs(float(a)), abs(float(b))) if scale is None else scale
+        return abs(float(a) - float(b)) <= self.bound(s)
+
+
+def tolerance(kind: str = "exact", dtype=np.float64, *, d: int = 1) -> Tolerance:
+    """The tolerance for a kind of computation in a dtype.
+
+    Parameters
+    ----------
+    kind : {"exact", "kernel", "solver"}
+        ``exact`` for closed forms, ``kernel`` for d-term reductions, ``solver``
+        for conic solvers.
+    dtype : numpy dtype
+        The working precision.
+    d : int
+        Length of the inner products (``kernel`` only).
+
+    Examples
+    --------
+    >>> tolerance("exact").rtol
+    2.842170943040401e-14
+    """
+    u = unit_roundoff(dtype)
+    if kind == "exact":
+        return Tolerance(rtol=256 * u, atol=256 * u)
+    if kind == "kernel":
+        return Tolerance(rtol=4 * (d + 2) * u, atol=0.0)
+    if kind == "solver":
+        return Tolerance(rtol=1e-6, atol=1e-9)
+    raise ValueError(f"kind must be 'exact', 'kernel' or 'solver'; got {kind!r}")

@@ -1,0 +1,229 @@
+"""Row kernels: row_diameter, closest_pair, center_rows.
+
+Reference: an independent all-pairs brute force in float64 (``brute_extreme``),
+compared *exactly* -- the kernels promise the float64 distance of the true
+extremal pair, ties to the smallest (i, j).
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import array_api_strict
+import numpy as np
+import pytest
+from helpers import brute_extreme, full
+from hypothesis import example, given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import hilbertgeom as hg
+from hilbertgeom._pairs import extreme_pair_l2, first_duplicate_pair
+
+NORMS = (2, 1, math.inf)
+
+
+def _check(S, norm, tile=None):
+    X = np.asarray(S, dtype=np.float64)
+    for mode, fn in (("max", lambda: hg.row_diameter(S, norm=norm, return_pair=True, tile=tile)),
+                     ("min", lambda: hg.closest_pair(S, norm=norm, tile=tile))):
+        got = fn()
+        want = brute_extreme(X, mode, norm)
+        assert (got.distance, got.i, got.j) == want, (mode, norm, got, want)
+
+
+# ---------------------------------------------------------------- brute force, many shapes
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("V,d", [(2, 1), (3, 2), (17, 5), (64, 3), (130, 33)])
+def test_matches_brute_force_gaussian(V, d, norm, rng):
+    _check(rng.standard_normal((V, d)), norm)
+
+
+@pytest.mark.parametrize("tile", [1, 2, 7, 64])
+def test_tile_size_does_not_change_the_answer(tile, rng):
+    S = rng.standard_normal((45, 6))
+    _check(S, 2, tile=tile)
+    _check(S, 1, tile=tile)
+
+
+@given(hnp.arrays(np.float64, st.tuples(st.integers(2, 24), st.integers(1, 6)),
+                  elements=st.integers(-3, 3).map(float)))
+@example(np.zeros((5, 2)))
+@example(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 4-way ties
+def test_integer_clouds_exact_ties(S):
+    """Small integer coordinates: float64 distances are exact, ties are exact."""
+    for norm in NORMS:
+        _check(S, norm, tile=5)
+
+
+@given(hnp.arrays(np.float64, st.tuples(st.integers(2, 20), st.integers(1, 5)),
+                  elements=st.floats(-1e6, 1e6, allow_subnormal=False)))
+def test_property_brute_force_floats(S):
+    _check(S, 2, tile=4)
+
+
+# ---------------------------------------------------------------- float32 cancellation
+def test_float32_large_common_offset(rng):
+    """Rows 1e4 + O(1): a float32 GEMM without centring would lose every digit."""
+    S = (1e4 + rng.standard_normal((300, 16))).astype(np.float32)
+    _check(S, 2)
+
+
+def test_float32_near_duplicates_at_offset(rng):
+    """Differences of a few float32 ulps on top of an offset of 2^14."""
+    base = np.full(8, 2.0**14, dtype=np.float32)
+    ulp = np.spacing(np.float32(2.0**14))
+    k = rng.integers(-3, 4, size=(60, 8)).astype(np.float32)
+    S = base + k * ulp
+    assert S.dtype == np.float32
+    _check(S, 2)
+
+
+def test_float32_exact_duplicates_and_zero_rows(rng):
+    S = rng.standard_normal((80, 12)).astype(np.float32)
+    S[10:40] = 0.0
+    S[50] = S[3]
+    _check(S, 2)
+    assert hg.closest_pair(S) == (0.0, 3, 50)
+
+
+def test_naive_float32_gemm_would_fail(rng):
+    """Guard that the cancellation tests above are meaningful: the naive
+    float32 formula picks a wrong pair or value on the offset cloud."""
+    S = (1e4 + rng.standard_normal((300, 16))).astype(np.float32)
+    n = (S * S).sum(axis=1)
+    D2 = n[:, None] + n[None, :] - 2 * (S @ S.T)
+    naive = math.sqrt(max(float(np.triu(D2, 1).max()), 0.0))
+    want = brute_extreme(S, "max")[0]
+    assert abs(naive - want) > 1e-3 * want
+
+
+def test_huge_and_tiny_magnitudes_do_not_overflow():
+    S = np.array([[1e300, 0.0], [-1e300, 0.0], [0.0, 1e299]])
+    assert hg.row_diameter(S) == 2e300
+    T = np.array([[1e-300, 0.0], [0.0, 0.0], [0.0, 3e-300]])
+    assert hg.closest_pair(T) == (1e-300, 0, 1)
+
+
+# ---------------------------------------------------------------- degenerate and small
+def test_single_row_and_identical_rows():
+    assert hg.row_diameter([[1.0, 2.0]]) == 0.0
+    with pytest.raises(ValueError, match="single row"):
+        hg.row_diameter([[1.0, 2.0]], return_pair=True)
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        hg.closest_pair([[1.0, 2.0]])
+    same = np.tile([0.1, 0.7, 0.3], (9, 1))
+    for norm in NORMS:
+        assert hg.row_diameter(same, norm=norm, return_pair=True) == (0.0, 0, 1)
+        assert hg.closest_pair(same, norm=norm) == (0.0, 0, 1)
+
+
+@pytest.mark.parametrize("bad,exc,match", [
+    (np.zeros((0, 3)), ValueError, "at least 1 row"),
+    (np.zeros((3, 0)), ValueError, "at least one column"),
+    (np.zeros(3), ValueError, "must be 2-D"),
+    (np.array([[1.0, np.nan]]), ValueError, "must be finite"),
+    (np.array([[1.0, np.inf], [0.0, 0.0]]), ValueError, "must be finite"),
+    (np.ones((2, 2), dtype=complex), TypeError, "must be real"),
+    (np.array([["a", "b"]]), TypeError, "real numeric dtype"),
+])
+def test_bad_input(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        hg.row_diameter(bad)
+
+
+def test_bad_options():
+    S = np.eye(3)
+    with pytest.raises(ValueError, match="norm must be one of 2, 1 or inf"):
+        hg.row_diameter(S, norm=3)
+    with pytest.raises(ValueError, match="tile must be >= 1"):
+        hg.closest_pair(S, tile=0)
+    with pytest.raises(TypeError, match="tile must be an integer"):
+        hg.row_diameter(S, tile=2.5)
+
+
+def test_norm_spellings_agree(rng):
+    S = rng.standard_normal((20, 4))
+    assert hg.row_diameter(S, norm="inf") == hg.row_diameter(S, norm=np.inf) == hg.row_diameter(S, norm="linf")
+    assert hg.row_diameter(S, norm="1") == hg.row_diameter(S, norm=1)
+
+
+def test_integer_and_list_input():
+    assert hg.row_diameter([[0, 0], [3, 4]]) == 5.0
+    assert hg.row_diameter(np.array([[0, 0], [3, 4]], dtype=np.int32), norm=1) == 7.0
+
+
+# ---------------------------------------------------------------- array API
+def test_array_api_strict_input_is_accepted(rng):
+    S = rng.standard_normal((30, 4))
+    x = array_api_strict.asarray(S)
+    assert hg.row_diameter(x, return_pair=True) == hg.row_diameter(S, return_pair=True)
+    assert hg.closest_pair(x) == hg.closest_pair(S)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_kernel_runs_in_a_strict_namespace(dtype, rng):
+    """The tiled kernel is written against the array API only (for hilbertgeom.gpu)."""
+    S = rng.standard_normal((50, 5)).astype(dtype)
+    S[7] = S[2]
+    xp = array_api_strict
+    x = xp.asarray(S)
+    for mode in ("max", "min"):
+        got = extreme_pair_l2(x, mode=mode, xp=xp, tile=16)
+        assert tuple(got) == brute_extreme(S, mode)
+    assert first_duplicate_pair(xp.asarray(S.astype(np.float64)), xp) == (2, 7)
+
+
+def test_duplicate_detection_generic_path_matches_lexsort(rng):
+    S = rng.integers(0, 3, size=(200, 3)).astype(np.float64)
+    xp = array_api_strict
+    assert first_duplicate_pair(xp.asarray(S), xp) == first_duplicate_pair(S, np)
+
+
+# ---------------------------------------------------------------- center_rows
+@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 12), st.integers(1, 5)),
+                  elements=st.floats(-1e3, 1e3)))
+def test_center_rows_zero_column_sums(S):
+    C = hg.center_rows(S)
+    assert C.dtype == np.float64
+    scale = 1.0 + np.abs(S).sum(axis=0)
+    assert np.all(np.abs(C.sum(axis=0)) <= 4 * S.shape[0] * np.finfo(float).eps * scale)
+
+
+def test_center_rows_float32_promotes():
+    S = np.array([[1e4, 1.0], [1e4 + 1, 2.0]], dtype=np.float32)
+    np.testing.assert_array_equal(hg.center_rows(S), [[-0.5, -0.5], [0.5, 0.5]])
+
+
+# ---------------------------------------------------------------- memory
+def _peak(fn):
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_grows_with_v_d_not_v_squared(rng):
+    """Peak extra memory is a few copies of S plus one tile: doubling V at
+    most doubles it (a V x V array would quadruple it)."""
+    d = 32
+    peaks = []
+    for V in (6000, 12000):
+        S = rng.standard_normal((V, d)).astype(np.float32)
+        peaks.append(_peak(lambda: hg.row_diameter(S, tile=512)))
+        bound = 4 * V * d * 8 + 2 * 4 * V * (d + 2) + 3 * 512 * 512 * 8 + (1 << 20)
+        assert peaks[-1] <= bound
+    assert peaks[1] <= 2.2 * peaks[0]
+
+
+@pytest.mark.slow
+def test_vocabulary_size_under_2gb(rng):
+    """V = 100,000, d = 256 (issue requirement) stays under 2 GB of extra memory.
+    Bounded form: float32 input; full form (HILBERTGEOM_FULL=1): float64."""
+    dtype = np.float64 if full() else np.float32
+    S = rng.standard_normal((100_000, 256)).astype(dtype)
+    peak = _peak(lambda: hg.row_diameter(S))
+    assert peak < 2 * 1024**3
