@@ -6,8 +6,6 @@ the row-diameter head norm and its backward bounds, with exact kernels and a
 ``hilbertgeom verify`` command that checks the paper's identities.
 """
 
-from __future__ import annotations
-
 from . import ball, head, metric, rows, tolerances
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
 from .exceptions import SolverError

@@ -81,14 +81,17 @@ def first_duplicate_pair(X, xp):
 def pair_distance(diff, xp):
     """Euclidean norms of the rows of ``diff``, scaled against under/overflow.
 
-    ``m * sqrt(sum((diff / m)**2))`` with ``m = max |diff|`` per row (0 for a
-    zero row): the float64 distance that every kernel reports.  It is exact to
-    a few ulps and positive for any two distinct rows.
+    Each row is multiplied by a power of two ``2^-e`` near ``1 / max |diff|``
+    (exact), so ``sqrt(sum(y**2)) * 2^e`` equals the direct float64 formula
+    ``sqrt(sum(diff**2))`` bit for bit whenever that formula neither
+    underflows nor overflows, and stays accurate when it would: the float64
+    distance that every kernel reports.  Distinct rows get a positive value.
     """
     m = xp.max(xp.abs(diff), axis=1)
-    ms = xp.where(m > 0, m, xp.ones_like(m))
-    y = diff / xp.reshape(ms, (-1, 1))
-    return m * xp.sqrt(xp.sum(y * y, axis=1))
+    e = xp.clip(xp.floor(xp.log2(xp.where(m > 0, m, xp.ones_like(m)))), -1022.0, 1022.0)
+    f = xp.pow(xp.asarray(2.0, dtype=diff.dtype), -e)
+    y = diff * xp.reshape(f, (-1, 1))
+    return xp.sqrt(xp.sum(y * y, axis=1)) / f
 
 
 def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
@@ -105,8 +108,11 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
     amax = float(xp.max(xp.abs(X0)))
     if amax == 0.0:
         return Pair(0.0, 0, 1)
-    f0, _ = _pow2(amax)
-    X0 = X0 * f0  # exact: a power of two
+    # Differences of rows near the top of the range overflow; only then scale
+    # down (exactly, by 2^-4), so that subnormal entries are never touched.
+    f0 = 1.0 if amax < 2.0**1019 else 2.0**-4
+    if f0 != 1.0:
+        X0 = X0 * f0
     if mode == "min":
         dup = first_duplicate_pair(X0, xp)
         if dup is not None:

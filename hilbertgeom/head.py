@@ -107,6 +107,7 @@ def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
         h[0] = R
         return h
     diff = X[i] - X[j]
+    diff = diff / np.abs(diff).max()  # scaled first: the norm of 1e-200 entries underflows
     if hn == 2.0:
         return R * diff / np.linalg.norm(diff)
     if hn == math.inf:

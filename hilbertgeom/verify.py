@@ -380,12 +380,12 @@ def run_checks(*, seed: int = 0, quick: bool = False, only: list[str] | None = N
     out = []
     wanted = None if not only else {s.strip().upper() for s in only}
     if wanted:
-        known = {c.identity for c in CHECKS}
+        known = {c.identity.upper() for c in CHECKS}
         unknown = sorted(wanted - known)
         if unknown:
             raise ValueError(f"unknown identity id(s) {unknown}; known: {sorted(known, key=_id_key)}")
     for idx, chk in enumerate(CHECKS):
-        if wanted and chk.identity not in wanted:
+        if wanted and chk.identity.upper() not in wanted:
             continue
         rng = np.random.default_rng([seed, _id_key(chk.identity)[0], idx])
         try:

@@ -16,20 +16,20 @@ def brute_pairs(X: np.ndarray, norm=2):
     """All-pairs float64 distances in row-major (i < j) order, computed directly.
 
     Independent of the library's tiled kernels; uses the documented float64
-    formula ``m sqrt(sum(((x_i - x_j) / m)**2))``, ``m = max |x_i - x_j|``, so
-    results can be compared exactly.
+    formula ``sqrt(sum((x_i - x_j)**2))`` (with an exact power-of-two
+    rescaling against under/overflow), so results can be compared exactly.
     """
     X = np.asarray(X, dtype=np.float64)
     V = X.shape[0]
     iu, ju = np.triu_indices(V, 1)
     diff = X[iu] - X[ju]
     if norm == 2:
-        # The documented float64 formula: scale each difference by its largest
-        # entry so squares neither underflow (1e-300 ** 2 == 0) nor overflow.
+        # The documented float64 formula: scale each difference by a power of
+        # two (exact) so squares neither underflow (1e-300 ** 2 == 0) nor overflow.
         m = np.abs(diff).max(axis=1)
-        ms = np.where(m > 0, m, 1.0)
-        y = diff / ms[:, None]
-        d = m * np.sqrt(np.sum(y * y, axis=1))
+        e = np.clip(np.frexp(np.where(m > 0, m, 1.0))[1], -1021, 1023)
+        f = np.ldexp(1.0, -e)
+        d = np.sqrt(np.sum((diff * f[:, None]) ** 2, axis=1)) / f
     elif norm == 1:
         d = np.abs(diff).sum(axis=1)
     else:

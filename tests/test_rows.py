@@ -104,6 +104,9 @@ def test_huge_and_tiny_magnitudes_do_not_overflow():
     assert hg.row_diameter(S) == 2e300
     T = np.array([[1e-300, 0.0], [0.0, 0.0], [0.0, 3e-300]])
     assert hg.closest_pair(T) == (1e-300, 0, 1)
+    sub = np.array([[5e-324], [0.0], [1.0]])  # the smallest subnormal
+    assert hg.closest_pair(sub) == (5e-324, 0, 1)
+    assert hg.row_diameter([[3.0, 4.0], [0.0, 0.0]]) == 5.0  # correctly rounded on small integers
 
 
 # ---------------------------------------------------------------- degenerate and small

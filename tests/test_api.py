@@ -1,0 +1,59 @@
+"""Public API shape: __all__, module layout, doctests, the gpu/proofs packages."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import inspect
+
+import pytest
+
+import hilbertgeom as hg
+
+MODULES = ["hilbertgeom.metric", "hilbertgeom.rows", "hilbertgeom.ball", "hilbertgeom.head",
+           "hilbertgeom.tolerances", "hilbertgeom.exceptions", "hilbertgeom.verify"]
+
+
+def test_all_lists_exactly_the_public_definitions():
+    public = {name for name in dir(hg) if not name.startswith("_") and not inspect.ismodule(getattr(hg, name))}
+    assert set(hg.__all__) - {"__version__"} == public
+    assert len(hg.__all__) == len(set(hg.__all__))
+
+
+@pytest.mark.parametrize("modname", MODULES)
+def test_module_all_is_defined_and_resolvable(modname):
+    mod = importlib.import_module(modname)
+    for name in mod.__all__:
+        assert hasattr(mod, name), f"{modname}.__all__ names a missing {name}"
+
+
+@pytest.mark.parametrize("modname", MODULES)
+def test_docstring_examples_run(modname):
+    mod = importlib.import_module(modname)
+    res = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert res.failed == 0
+
+
+@pytest.mark.parametrize("name", [n for n in hg.__all__ if callable(getattr(hg, n, None))
+                                  and inspect.isfunction(getattr(hg, n))])
+def test_public_functions_have_numpydoc_sections(name):
+    doc = inspect.getdoc(getattr(hg, name)) or ""
+    assert "Parameters" in doc or "Examples" in doc, name
+
+
+def test_arrays_are_positional_only():
+    for name in ("row_diameter", "closest_pair", "hilbert_distance", "head_norm", "covering_radius"):
+        params = list(inspect.signature(getattr(hg, name)).parameters.values())
+        assert params[0].kind is inspect.Parameter.POSITIONAL_ONLY, name
+        assert all(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.KEYWORD_ONLY) for p in params)
+
+
+def test_gpu_and_proofs_import_without_cuda_and_core_does_not_import_them():
+    import sys
+
+    import hilbertgeom.gpu
+    import hilbertgeom.proofs  # noqa: F401
+
+    core_src = "".join(inspect.getsource(importlib.import_module(m)) for m in MODULES + ["hilbertgeom"])
+    assert "hilbertgeom.gpu" not in core_src and "import cupy" not in core_src
+    assert "cupy" not in sys.modules or sys.modules["cupy"] is not None
