@@ -46,12 +46,6 @@ def _finfo(xp, dtype):
     return float(fi.eps) / 2.0, float(fi.smallest_normal)
 
 
-def _pow2(m: float) -> tuple[float, int]:
-    """``(2**-e, e)`` with ``m * 2**-e`` in ``[0.5, 1)``."""
-    e = math.frexp(m)[1]
-    return math.ldexp(1.0, -e), e
-
-
 def first_duplicate_pair(X, xp):
     """Smallest ``(i, j)``, ``i < j``, with ``X[i] == X[j]`` exactly, or ``None``.
 
@@ -121,8 +115,9 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
     cmax = float(xp.max(xp.abs(Xc)))
     if cmax == 0.0:  # fl(x - c) == 0 for every row means every row equals c
         return Pair(0.0, 0, 1)
-    f1, _ = _pow2(cmax)
-    Xc = Xc * f1
+    k1 = -math.frexp(cmax)[1]  # scale the centred rows by 2^k1 into [0.5, 1)
+    for step in (k1 // 2, k1 - k1 // 2):  # two exact steps: 2^k1 alone may overflow
+        Xc = Xc * math.ldexp(1.0, step)
     n = xp.sum(Xc * Xc, axis=1)
     N = float(xp.max(n))
     u, tiny = _finfo(xp, screen)
@@ -131,7 +126,6 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
     gamma = m * u / (1.0 - m * u)
     eps = 2.0 * (4.0 * gamma + 10.2 * u + 8.2 * u64) * N + 8.0 * m * tiny
     eps64 = 2.0 * (2 * d + 8) * u64 * N
-    s2 = f1 * f1  # exact-d2 (X0 units) -> screening units
 
     Xh = xp.astype(Xc, screen)
     del Xc
@@ -165,7 +159,7 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
                 best_scr = max(best_scr, tm)
                 thr = best_scr - 2.0 * eps - eps64
                 if best_d2 is not None:
-                    thr = max(thr, best_d2 * best_d2 * s2 - eps - eps64)
+                    thr = max(thr, math.ldexp(best_d2, k1) ** 2 - eps - eps64)
                 if tm < thr:
                     continue
                 ii, jj = xp.nonzero(T >= thr)
@@ -174,7 +168,7 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
                 best_scr = min(best_scr, tm)
                 thr = best_scr + 2.0 * eps + eps64
                 if best_d2 is not None:
-                    thr = min(thr, best_d2 * best_d2 * s2 + eps + eps64)
+                    thr = min(thr, math.ldexp(best_d2, k1) ** 2 + eps + eps64)
                 if tm > thr:
                     continue
                 ii, jj = xp.nonzero(T <= thr)

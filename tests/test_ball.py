@@ -27,14 +27,15 @@ def brute_meb_radius(X: np.ndarray) -> float:
             A = Q[1:] - Q[0]
             if m > 1:
                 G = A @ A.T
-                if np.linalg.matrix_rank(G, tol=1e-10 * max(1.0, np.abs(G).max())) < m - 1:
+                gmax = float(np.abs(G).max())
+                if gmax == 0.0 or np.linalg.matrix_rank(G, tol=1e-10 * gmax) < m - 1:
                     continue
                 alpha = np.linalg.solve(G, 0.5 * np.diag(G))
                 c = Q[0] + A.T @ alpha
             else:
                 c = Q[0]
             r = float(np.sqrt(((Q - c) ** 2).sum(axis=1)).max())
-            if np.all(np.sqrt(((X - c) ** 2).sum(axis=1)) <= r * (1 + 1e-12) + 1e-12):
+            if np.all(np.sqrt(((X - c) ** 2).sum(axis=1)) <= r * (1 + 1e-10)):
                 best = min(best, r)
     return best
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from conftest import EXACT
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -72,8 +72,10 @@ def test_i6_errors():
 @given(clouds, st.data())
 def test_i8_backward_bound(S, data):
     V = S.shape[0]
-    r = data.draw(hnp.arrays(np.float64, V, elements=st.floats(-5, 5)))
-    r = r - r.mean()
+    r0 = data.draw(hnp.arrays(np.float64, V, elements=st.floats(-5, 5)))
+    r = r0 - r0.mean()
+    # centring a constant vector leaves rounding noise that is not zero-sum relative to itself
+    assume(np.abs(r).sum() > 1e-8 * np.abs(r0).sum())
     b = hg.backward_bound(S, r)
     assert np.linalg.norm(S.T @ r) <= b + EXACT.bound(1.0 + b + np.abs(S).max() * np.abs(r).sum())
     # cross-entropy form

@@ -106,6 +106,8 @@ def test_huge_and_tiny_magnitudes_do_not_overflow():
     assert hg.closest_pair(T) == (1e-300, 0, 1)
     sub = np.array([[5e-324], [0.0], [1.0]])  # the smallest subnormal
     assert hg.closest_pair(sub) == (5e-324, 0, 1)
+    tiny = np.array([[0.0], [2.22507386e-311], [1e-311]])  # subnormal centred rows
+    assert hg.row_diameter(tiny, return_pair=True) == (2.22507386e-311, 0, 1)
     assert hg.row_diameter([[3.0, 4.0], [0.0, 0.0]]) == 5.0  # correctly rounded on small integers
 
 
