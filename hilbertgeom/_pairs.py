@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 __all__: list[str] = []  # private module
 
 
@@ -49,17 +51,25 @@ def _finfo(xp, dtype):
 def first_duplicate_pair(X, xp):
     """Smallest ``(i, j)``, ``i < j``, with ``X[i] == X[j]`` exactly, or ``None``.
 
-    A stable lexicographic sort of the rows (least significant column first)
-    puts equal rows next to each other in index order.
+    NumPy: one pass that keys each row by its bytes (``-0.0`` folded into
+    ``0.0``), ``O(V d)``.  Other namespaces: a stable lexicographic sort of the
+    rows (least significant column first) puts equal rows next to each other
+    in index order, ``O(d V log V)``.
     """
     V, d = X.shape
-    if hasattr(xp, "lexsort"):
-        order = xp.lexsort(tuple(X[:, k] for k in range(d - 1, -1, -1)))
-    else:
-        order = xp.arange(V)
-        for k in range(d - 1, -1, -1):
-            col = xp.take(X[:, k], order)
-            order = xp.take(order, xp.argsort(col, stable=True))
+    if isinstance(X, np.ndarray):
+        Xn = np.ascontiguousarray(X + 0.0)  # -0.0 + 0.0 == +0.0: equal values, equal bytes
+        first: dict[bytes, int] = {}
+        best = None
+        for i in range(V):
+            j = first.setdefault(Xn[i].tobytes(), i)
+            if j != i and (best is None or (j, i) < best):
+                best = (j, i)
+        return best
+    order = xp.arange(V)
+    for k in range(d - 1, -1, -1):
+        col = xp.take(X[:, k], order)
+        order = xp.take(order, xp.argsort(col, stable=True))
     Xs = xp.take(X, order, axis=0)
     eq = xp.all(Xs[1:, :] == Xs[:-1, :], axis=1)
     if not bool(xp.any(eq)):

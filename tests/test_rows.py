@@ -180,10 +180,21 @@ def test_kernel_runs_in_a_strict_namespace(dtype, rng):
     assert first_duplicate_pair(xp.asarray(S.astype(np.float64)), xp) == (2, 7)
 
 
-def test_duplicate_detection_generic_path_matches_lexsort(rng):
-    S = rng.integers(0, 3, size=(200, 3)).astype(np.float64)
-    xp = array_api_strict
-    assert first_duplicate_pair(xp.asarray(S), xp) == first_duplicate_pair(S, np)
+def _first_duplicate_brute(S):
+    V = S.shape[0]
+    for i in range(V):
+        for j in range(i + 1, V):
+            if np.array_equal(S[i], S[j]):
+                return (i, j)
+    return None
+
+
+@given(hnp.arrays(np.float64, st.tuples(st.integers(2, 30), st.integers(1, 3)),
+                  elements=st.sampled_from([0.0, -0.0, 1.0, 2.5])))
+def test_duplicate_detection_both_paths_match_brute_force(S):
+    want = _first_duplicate_brute(S)  # -0.0 == 0.0 as numbers
+    assert first_duplicate_pair(S, np) == want
+    assert first_duplicate_pair(array_api_strict.asarray(S), array_api_strict) == want
 
 
 # ---------------------------------------------------------------- center_rows
