@@ -32,6 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._fp import scale_to_unit
+
 __all__: list[str] = []  # private module
 
 
@@ -125,9 +127,7 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
     cmax = float(xp.max(xp.abs(Xc)))
     if cmax == 0.0:  # fl(x - c) == 0 for every row means every row equals c
         return Pair(0.0, 0, 1)
-    k1 = -math.frexp(cmax)[1]  # scale the centred rows by 2^k1 into [0.5, 1)
-    for step in (k1 // 2, k1 - k1 // 2):  # two exact steps: 2^k1 alone may overflow
-        Xc = Xc * math.ldexp(1.0, step)
+    Xc, k1 = scale_to_unit(Xc, cmax)  # centred rows times 2^k1, largest entry in [0.5, 1)
     n = xp.sum(Xc * Xc, axis=1)
     N = float(xp.max(n))
     u, tiny = _finfo(xp, screen)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as _v
+from ._fp import scale_to_unit
 from .exceptions import SolverError
 
 __all__ = ["EnclosingBall", "covering_radius", "jung_radius", "minimum_enclosing_ball"]
@@ -145,8 +146,7 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
     amax = float(np.abs(Y).max())
     if amax == 0.0:
         return _certify(Y, mean, np.array([0]), np.ones(1), 0, "optimal")
-    f = math.ldexp(1.0, -math.frexp(amax)[1])
-    Z = Y * f  # exact: a power of two
+    Z, _ = scale_to_unit(Y, amax)  # exact: a power of two
     c = Z[0].copy()
     T = [int(np.argmax(((Z - c) ** 2).sum(axis=1)))]
     it = 0

@@ -88,8 +88,13 @@ def _brute_pair(X: np.ndarray, metric: str, mode: str, tile: int | None) -> Pair
 def _linf_diameter(X: np.ndarray) -> Pair:
     """``max_{i,j} ||x_i - x_j||_inf`` = the largest column range, in ``O(V d)``.
 
-    Ties: among columns with the largest range, the pairs (row at the column
-    maximum, row at the column minimum); the smallest such pair is returned.
+    The value is ``max_k fl(max_i x_ik - min_i x_ik)``.  Ties are resolved on
+    the float64 differences themselves, so pairs whose difference *rounds* to
+    the maximum (e.g. ``-2^53 - 0`` and ``-2^53 - 1``) count as ties: in an
+    attaining column, a row ``i`` pairs with exactly the rows ``j`` whose value
+    is at most some threshold (rounding is monotone), so a vectorised bisection
+    over the rows sorted by value finds, for each ``i``, its partner of
+    smallest index.
     """
     hi = X.max(axis=0)
     lo = X.min(axis=0)
@@ -99,12 +104,25 @@ def _linf_diameter(X: np.ndarray) -> Pair:
         return Pair(0.0, 0, 1)
     pairs = []
     for k in np.flatnonzero(rng == best):
-        A = np.flatnonzero(X[:, k] == hi[k])
-        Bs = np.flatnonzero(X[:, k] == lo[k])
-        if A[0] < Bs[0]:
-            pairs.append((int(A[0]), int(Bs[0])))
-        else:
-            pairs.append((int(Bs[0]), int(A[0])))
+        a = X[:, k]
+        A = np.flatnonzero(a - lo[k] == best)  # rows that can sit at the top of a pair
+        B = np.flatnonzero(hi[k] - a == best)  # rows that can sit at the bottom
+        order = np.argsort(a[B], kind="stable")
+        vb, ib = a[B][order], B[order]
+        prefmin = np.minimum.accumulate(ib)
+        # last position p with fl(a_i - vb[p]) == best (position 0, the column minimum, always is)
+        left = np.zeros(A.size, dtype=np.intp)
+        right = np.full(A.size, vb.size - 1, dtype=np.intp)
+        while np.any(left < right):
+            mid = (left + right + 1) // 2
+            ok = a[A] - vb[mid] == best
+            left = np.where(ok, mid, left)
+            right = np.where(ok, right, mid - 1)
+        partner = prefmin[left]
+        first = np.minimum(A, partner)
+        second = np.maximum(A, partner)
+        m = int(np.lexsort((second, first))[0])
+        pairs.append((int(first[m]), int(second[m])))
     i, j = min(pairs)
     return Pair(best, i, j)
 

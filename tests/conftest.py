@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hilbertgeom.tolerances import tolerance
 
 settings.register_profile(
-    "ci", derandomize=True, max_examples=60, deadline=None,
+    "ci", derandomize=True, database=None, max_examples=60, deadline=None,
     suppress_health_check=[HealthCheck.too_slow], print_blob=True,
 )
 settings.register_profile(

@@ -63,6 +63,32 @@ def test_property_brute_force_floats(S):
     _check(S, 2, tile=4)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_all_pairs_tie_regular_simplex(dtype):
+    """Every pair of e_1..e_V is at distance sqrt(2): all V(V-1)/2 pairs are
+    candidates, and the answer is (0, 1) both ways."""
+    S = np.eye(300, dtype=dtype)
+    assert hg.row_diameter(S, return_pair=True, tile=64) == (math.sqrt(2.0), 0, 1)
+    assert hg.closest_pair(S, tile=64) == (math.sqrt(2.0), 0, 1)
+
+
+@pytest.mark.parametrize("V", [12, 97, 256])
+def test_regular_polygon_near_ties(V):
+    """Each distance of a regular polygon occurs V times, equal only up to rounding."""
+    t = 2 * np.pi * np.arange(V) / V
+    S = np.stack([np.cos(t), np.sin(t)], axis=1) * 3.0 + 1e3
+    _check(S, 2, tile=32)
+    _check(S.astype(np.float32), 2, tile=32)
+
+
+def test_linf_ties_created_by_rounding():
+    """|-2^53 - 0| and |-2^53 - 1| both round to 2^53: (0, 1) is the smallest tie."""
+    S = np.array([[-(2.0**53)], [0.0], [1.0]])
+    assert hg.row_diameter(S, norm=np.inf, return_pair=True) == (2.0**53, 0, 1)
+    S2 = np.array([[1.0], [0.0], [-(2.0**53)]])
+    _check(S2, np.inf)
+
+
 # ---------------------------------------------------------------- float32 cancellation
 def test_float32_large_common_offset(rng):
     """Rows 1e4 + O(1): a float32 GEMM without centring would lose every digit."""
