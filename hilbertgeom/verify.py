@@ -192,7 +192,7 @@ def _i1(rng, quick):
         shift = abs(math.log(a / b)) + float(np.abs(np.log(p / q)).max())
         acc.eq(hilbert_distance(a * p, b * q), h, f"projective/{kind}", scale=1.0 + shift)
         acc.eq(hilbert_distance(q, p), h, f"symmetry/{kind}", scale=1.0 + h)
-        acc.eq(hilbert_distance(p, a * p), 0.0, f"identity/{kind}")
+        acc.eq(hilbert_distance(p, a * p), 0.0, f"identity/{kind}", scale=1.0 + abs(math.log(a)))
         r = _simplex_points(rng, len(p), "dirichlet")
         acc.le(hilbert_distance(p, r), h + hilbert_distance(q, r), f"triangle/{kind}", scale=1.0 + h)
     return acc
