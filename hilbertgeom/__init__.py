@@ -6,7 +6,7 @@ the row-diameter head norm and its backward bounds, with exact kernels and a
 ``hilbertgeom verify`` command that checks the paper's identities.
 """
 
-from . import ball, head, metric, rows, tolerances
+from . import ball, head, metric, rows, tension, tolerances
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
 from .exceptions import SolverError
 from .head import (
@@ -29,6 +29,16 @@ from .metric import (
     variation_norm,
 )
 from .rows import Pair, center_rows, closest_pair, row_diameter
+from .tension import (
+    Flow,
+    TensionBounds,
+    TensionResult,
+    min_tension,
+    projected_rownorm,
+    rownorm,
+    steepest_descent,
+    tension_bounds,
+)
 from .tolerances import Tolerance, tolerance
 
 __version__ = "0.1.0"
@@ -38,6 +48,7 @@ __all__ = sorted(
     | set(rows.__all__)
     | set(ball.__all__)
     | set(head.__all__)
+    | set(tension.__all__)
     | set(tolerances.__all__) - {"unit_roundoff"}
     | {"SolverError", "__version__"}
 )
