@@ -119,7 +119,8 @@ def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
 
 def _zero_sum(r: np.ndarray, name: str) -> None:
     s = abs(float(r.sum()))
-    tol = tolerance("kernel", d=r.shape[0]).bound(float(np.abs(r).sum()))
+    # relative rounding of a V-term sum, plus its absolute floor among subnormals
+    tol = tolerance("kernel", d=r.shape[0]).bound(float(np.abs(r).sum())) + r.shape[0] * 2.0**-1074
     if s > tol:
         raise ValueError(
             f"{name} must sum to zero (a logit gradient); |1^T {name}| = {s:.3e} exceeds "

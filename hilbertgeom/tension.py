@@ -147,7 +147,7 @@ def _zero_sum_matrix(G, center: bool):
     X = _v.matrix(G, "G", min_rows=2)
     col = X.sum(axis=0)
     scale = np.abs(X).sum(axis=0)
-    worst = float(np.max(np.abs(col) - 4 * X.shape[0] * _U64 * scale))
+    worst = float(np.max(np.abs(col) - 4 * X.shape[0] * _U64 * scale - X.shape[0] * 2.0**-1074))
     if center:
         return X - X.mean(axis=0), True
     if worst > 0:
