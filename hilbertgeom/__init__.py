@@ -6,7 +6,7 @@ the row-diameter head norm and its backward bounds, with exact kernels and a
 ``hilbertgeom verify`` command that checks the paper's identities.
 """
 
-from . import ball, head, metric, rows, tension, tolerances
+from . import ball, head, metric, rows, tension, tolerances, updates
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
 from .exceptions import SolverError
 from .head import (
@@ -40,6 +40,17 @@ from .tension import (
     tension_bounds,
 )
 from .tolerances import Tolerance, tolerance
+from .updates import (
+    UpdateReport,
+    bench_updates,
+    evaluate_update,
+    gradient_suite,
+    linf_steepest_descent,
+    polar_update,
+    rownorm_update,
+    sign_update,
+    update_rules,
+)
 
 __version__ = "0.1.0"
 
@@ -49,6 +60,7 @@ __all__ = sorted(
     | set(ball.__all__)
     | set(head.__all__)
     | set(tension.__all__)
+    | set(updates.__all__)
     | set(tolerances.__all__) - {"unit_roundoff"}
     | {"SolverError", "__version__"}
 )

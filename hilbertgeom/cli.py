@@ -1,4 +1,4 @@
-"""Command line: ``hilbertgeom verify``."""
+"""Command line: ``hilbertgeom verify`` and ``hilbertgeom bench-updates``."""
 
 from __future__ import annotations
 
@@ -67,6 +67,30 @@ def _verify(args) -> int:
     return 0 if rows and all(r.passed for r in rows) else 1
 
 
+def _bench_updates(args) -> int:
+    from .updates import bench_updates
+
+    t0 = time.perf_counter()
+    rows = bench_updates(V=args.V, d=args.d, seed=args.seed)
+    if args.json:
+        print(json.dumps([{"case": c, "rule": r, **rep.__dict__} for c, r, rep in rows], indent=2, default=str))
+        return 0
+    print(f"hilbertgeom bench-updates  (V = {args.V}, d = {args.d}, seed {args.seed}; "
+          "ratio = -<G,S> / (D(S) T(G)), T certified by min_tension)")
+    head = f"{'case':<22} {'rule':<22} {'decrease ratio':>15} {'min/max sep':>12} {'D(S)':>10} {'|1^T S|':>9}"
+    print(head)
+    print("-" * len(head))
+    last = None
+    for case, rule, rep in rows:
+        if last is not None and case != last:
+            print()
+        last = case
+        print(f"{case:<22} {rule:<22} {rep.decrease_ratio:15.9f} {rep.separation_ratio:12.4g} "
+              f"{rep.diameter:10.4g} {rep.column_sum:9.1e}")
+    print(f"\n({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hilbertgeom`` command."""
     parser = argparse.ArgumentParser(prog="hilbertgeom", description=__doc__)
@@ -76,9 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--quick", action="store_true", help="fewer instances per identity")
     v.add_argument("--json", action="store_true", help="print the results as JSON")
     v.add_argument("--only", action="append", metavar="ID[,ID...]", help="run only these identities, e.g. I1,I7")
+    b = sub.add_parser("bench-updates", help="compare update rules with the exact steepest direction under D")
+    b.add_argument("--V", type=int, default=64, help="tokens (default 64)")
+    b.add_argument("--d", type=int, default=8, help="hidden size (default 8)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "verify":
         return _verify(args)
+    if args.command == "bench-updates":
+        return _bench_updates(args)
     parser.error(f"unknown command {args.command}")  # pragma: no cover
     return 2
 

@@ -242,7 +242,7 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False):
     X, _ = _zero_sum_matrix(G, center)
     e = _v.scalar(eta, "eta", minimum=0.0)
     N = rownorm(X, eps=eps)
-    return -(e / 2.0) * (N - N.mean(axis=0))
+    return -(e / 2.0) * (N - N.mean(axis=0)) + 0.0  # + 0.0 folds -0.0 into 0.0
 
 
 def tension_bounds(G, /, *, center=False, tile=2048):
@@ -637,9 +637,9 @@ def steepest_descent(G, eta, /, *, center=False, **kwargs):
 
     Examples
     --------
-    >>> steepest_descent([[1.0, 0.0], [-1.0, 0.0]], 2.0).round(9)
-    array([[-1., -0.],
+    >>> steepest_descent([[1.0, 0.0], [-1.0, 0.0]], 2.0).round(9) + 0.0
+    array([[-1.,  0.],
            [ 1.,  0.]])
     """
     e = _v.scalar(eta, "eta", minimum=0.0)
-    return -e * min_tension(G, center=center, **kwargs).potential
+    return -e * min_tension(G, center=center, **kwargs).potential + 0.0

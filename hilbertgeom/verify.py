@@ -364,6 +364,199 @@ def _i9(rng, quick):
     return acc
 
 
+# --------------------------------------------------------------------------- I10-I17
+_SOLVER_TOL = tolerance("solver").rtol
+
+
+def _gradients(rng, quick):
+    """Zero-sum gradients: Gaussian, low rank, cross-entropy (softmax(Z) - Y)^T-like, sparse rows."""
+    reps = 2 if quick else 6
+    for _ in range(reps):
+        V, d = int(rng.integers(3, 13)), int(rng.integers(1, 6))
+        G = rng.standard_normal((V, d))
+        yield "gaussian", G - G.mean(axis=0)
+        k = int(rng.integers(1, min(V - 1, d) + 1))
+        L = rng.standard_normal((V, k)) @ rng.standard_normal((k, d))
+        yield "low-rank", L - L.mean(axis=0)
+        Z = rng.normal(0, 2, (d, V))
+        Pm = np.exp(Z - Z.max(axis=1, keepdims=True))
+        Pm /= Pm.sum(axis=1, keepdims=True)
+        Y = np.eye(V)[rng.integers(0, V, d)]
+        yield "cross-entropy", (Pm - Y).T  # columns are p - e_c: zero column sums
+        S = rng.standard_normal((V, d))
+        S[rng.random(V) < 0.5] = 0.0
+        yield "zero-rows", S - S.mean(axis=0)
+
+
+def _simplex_gradient(k: int) -> np.ndarray:
+    E = np.eye(k + 1) - 1.0 / (k + 1)
+    U, _, _ = np.linalg.svd(E)
+    return E @ U[:, :k]
+
+
+@register("I10", "min <G,S> s.t. D(S) <= eta = -eta T(G); flow min = potential max",
+          "ALM certificate vs cvxpy flow and potential forms", tol=_SOLVER_TOL)
+def _i10(rng, quick):
+    from .tension import min_tension, steepest_descent
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        alm = min_tension(G, tol=1e-9)
+        acc.le(alm.gap, 1e-9 * alm.value, f"ALM certified gap/{kind}", scale=max(alm.value, 1e-300))
+        for form in ("cvxpy-flow", "cvxpy-potential"):
+            ref = min_tension(G, method=form)
+            acc.eq(ref.value, alm.value, f"{form} vs ALM/{kind}", scale=alm.value)
+            acc.le(alm.value, ref.flow.cost, f"weak duality {form}/{kind}", scale=alm.value)
+        eta = float(rng.uniform(0.1, 3.0))
+        S = steepest_descent(G, eta, tol=1e-9)
+        acc.le(row_diameter(S), eta, f"D(S) <= eta/{kind}", scale=eta)
+        acc.eq(-float(np.sum(G * S)), eta * alm.value, f"decrease = eta T/{kind}", scale=eta * alm.value)
+    return acc
+
+
+@register("I11", "balanced flow (g_i - g_j)/V balances G; T <= (1/V) sum ||g_i - g_j||",
+          "numeric: divergence of the balanced flow; certified T", tol=tolerance("exact").rtol)
+def _i11(rng, quick):
+    from .tension import min_tension
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        V = G.shape[0]
+        iu, ju = np.triu_indices(V, 1)
+        Y = (G[iu] - G[ju]) / V
+        div = np.zeros_like(G)
+        np.add.at(div, iu, Y)
+        np.add.at(div, ju, -Y)
+        scale = 1.0 + float(np.abs(G).max())
+        acc.eq(float(np.abs(div - G).max()), 0.0, f"balance/{kind}", scale=scale)
+        cost = float(np.linalg.norm(Y, axis=1).sum())
+        acc.le(min_tension(G, tol=1e-9).value, cost, f"T <= balanced cost/{kind}", scale=cost)
+    return acc
+
+
+@register("I12", "flow on (i,j) forces phi_i - phi_j = y_ij/||y_ij|| (full diameter)",
+          "numeric: all flow-carrying pairs of the ALM solution", tol=_SOLVER_TOL)
+def _i12(rng, quick):
+    from .tension import min_tension
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        res = min_tension(G, tol=1e-10)
+        if res.flow.vectors.size == 0:
+            continue
+        n = np.linalg.norm(res.flow.vectors, axis=1)
+        big = n > 1e-4 * n.max()
+        I, J = res.flow.pairs[big].T
+        Z = res.potential[I] - res.potential[J]
+        U = res.flow.vectors[big] / n[big, None]
+        acc.eq(float(np.abs(Z - U).max()), 0.0, f"phi_i - phi_j = unit(y)/{kind}")
+    return acc
+
+
+@register("I13", "centred potentials with D(Phi) <= 1 have ||phi_i|| <= 1",
+          "numeric: optimal and random feasible potentials")
+def _i13(rng, quick):
+    from .tension import min_tension
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        P = min_tension(G, tol=1e-9).potential
+        acc.le(float(np.linalg.norm(P, axis=1).max()), 1.0, f"optimal/{kind}")
+        Q = rng.standard_normal(G.shape)
+        Q -= Q.mean(axis=0)
+        D = row_diameter(Q)
+        if D > 0:
+            acc.le(float(np.linalg.norm(Q / D, axis=1).max()), 1.0, f"random/{kind}")
+    return acc
+
+
+@register("I14", "closed forms: rank one, d = 1, V = 2, regular simplex J_k sum ||g_i||",
+          "ALM certified value vs closed form", tol=1e-8)
+def _i14(rng, quick):
+    from .tension import min_tension
+
+    acc = _Acc()
+    for _ in range(2 if quick else 6):
+        V = int(rng.integers(2, 12))
+        g = rng.standard_normal(V)
+        g -= g.mean()
+        h = rng.standard_normal(int(rng.integers(1, 5)))
+        want = float(np.abs(g).sum() * np.linalg.norm(h) / 2)
+        acc.eq(min_tension(np.outer(g, h), tol=1e-11).value, want, "rank one", scale=want)
+        want = float(np.abs(g).sum() / 2)
+        acc.eq(min_tension(g[:, None], tol=1e-11).value, want, "d = 1", scale=want)
+        g1 = rng.standard_normal(int(rng.integers(1, 5)))
+        want = float(np.linalg.norm(g1))
+        acc.eq(min_tension(np.stack([g1, -g1]), tol=1e-11).value, want, "V = 2", scale=want)
+    for k in range(1, 5 if quick else 8):
+        S = _simplex_gradient(k) * rng.uniform(0.5, 2.0)
+        want = jung_radius(k) * float(np.linalg.norm(S, axis=1).sum())
+        acc.eq(min_tension(S, tol=1e-11).value, want, f"simplex k={k}", scale=want)
+    return acc
+
+
+@register("I15", "projected RowNorm minimises <G,S> over rad(S) <= eta/2; decrease (eta/2) sum ||g_i||",
+          "closed-form decrease; cvxpy radius problem", tol=_SOLVER_TOL)
+def _i15(rng, quick):
+    import cvxpy as cp
+
+    from .tension import projected_rownorm
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        V, d = G.shape
+        eta = float(rng.uniform(0.1, 3.0))
+        S = projected_rownorm(G, eta=eta)
+        want = eta / 2 * float(np.linalg.norm(G, axis=1).sum())
+        acc.eq(-float(np.sum(G * S)), want, f"decrease/{kind}", scale=max(want, 1e-300))
+        acc.le(minimum_enclosing_ball(S).radius, eta / 2, f"rad <= eta/2/{kind}", scale=eta)
+        X = cp.Variable((V, d))
+        c = cp.Variable((1, d))
+        prob = cp.Problem(cp.Minimize(cp.sum(cp.multiply(G, X))),
+                          [cp.sum(X, axis=0) == 0, cp.norm(X - np.ones((V, 1)) @ c, 2, axis=1) <= eta / 2])
+        prob.solve(solver=cp.CLARABEL)
+        acc.eq(-float(prob.value), want, f"optimal vs cvxpy/{kind}", scale=max(want, 1e-300))
+    return acc
+
+
+@register("I16", "sqrt((k+1)/(2k)) <= RowNorm decrease / optimal <= 1, sharp on the simplex",
+          "certified T (ALM); simplex + zero rows", tol=1e-8)
+def _i16(rng, quick):
+    from .tension import min_tension
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        k = int(np.linalg.matrix_rank(G))
+        if k == 0:
+            continue
+        res = min_tension(G, tol=1e-10)
+        rn = 0.5 * float(np.linalg.norm(G, axis=1).sum())
+        acc.le(math.sqrt((k + 1) / (2 * k)), rn / res.flow.cost, f"lower/{kind}")
+        acc.le(rn / res.value, 1.0, f"upper/{kind}")
+    for k in range(1, 5 if quick else 8):
+        G = np.vstack([_simplex_gradient(k), np.zeros((2, k))])
+        res = min_tension(G, tol=1e-11)
+        ratio = 0.5 * float(np.linalg.norm(G, axis=1).sum()) / res.value
+        acc.eq(ratio, math.sqrt((k + 1) / (2 * k)), f"sharp k={k}")
+    return acc
+
+
+@register("I17", "sum ||g_i||/2 <= T(G) <= min(J_k sum ||g_i||, balanced-flow cost)",
+          "tension_bounds vs certified T", tol=tolerance("exact").rtol)
+def _i17(rng, quick):
+    from .tension import min_tension, tension_bounds
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        b = tension_bounds(G)
+        res = min_tension(G, tol=1e-10)
+        total = float(np.linalg.norm(G, axis=1).sum())
+        acc.le(total / 2, b.lower, f"sum/2 <= lower/{kind}", scale=total)
+        acc.le(b.lower, res.flow.cost, f"lower <= T/{kind}", scale=total)
+        acc.le(res.value, b.upper, f"T <= upper/{kind}", scale=total)
+    return acc
+
+
 # --------------------------------------------------------------------------- runner
 def run_checks(*, seed: int = 0, quick: bool = False, only: list[str] | None = None) -> list[CheckResult]:
     """Run the registered checks and return one :class:`CheckResult` per identity.

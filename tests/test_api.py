@@ -11,7 +11,8 @@ import pytest
 import hilbertgeom as hg
 
 MODULES = ["hilbertgeom.metric", "hilbertgeom.rows", "hilbertgeom.ball", "hilbertgeom.head",
-           "hilbertgeom.tolerances", "hilbertgeom.exceptions", "hilbertgeom.verify"]
+           "hilbertgeom.tolerances", "hilbertgeom.exceptions", "hilbertgeom.verify",
+           "hilbertgeom.tension", "hilbertgeom.updates"]
 
 
 def test_all_lists_exactly_the_public_definitions():
