@@ -144,6 +144,12 @@ def _divergence(I, J, Y, V):
 
 
 def _zero_sum_matrix(G, center: bool):
+    """Validate ``1^T G = 0`` (to the rounding of the column sums) or project.
+
+    An accepted ``G`` is still projected with ``P``: that changes it by rounding
+    only, makes the balance equations exactly solvable, and leaves
+    ``<G, Phi>`` unchanged for every centred ``Phi``.
+    """
     X = _v.matrix(G, "G", min_rows=2)
     col = X.sum(axis=0)
     scale = np.abs(X).sum(axis=0)
@@ -156,7 +162,7 @@ def _zero_sum_matrix(G, center: bool):
             f"G must have zero column sums (max |1^T G| = {abs(col[k]):.2e} in column {k}); "
             "pass center=True to project it with P = I - 11^T/V"
         )
-    return X, False
+    return X - X.mean(axis=0), False
 
 
 def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, iterations, tol) -> TensionResult:
@@ -211,7 +217,7 @@ def _rownorms(X):
     return m * np.linalg.norm(X / ms[:, None], axis=1)
 
 
-def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False):
+def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=False):
     r"""Projected RowNorm update ``S_RN = -(eta/2) P RN(P G)`` (identity I15).
 
     It minimises ``<G, S>`` over centred ``S`` with covering radius
@@ -227,10 +233,12 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False):
         Step size ``>= 0``.
     eps : float
         Rows with ``||g_i|| <= eps`` count as zero.
+    return_decrease : bool
+        Also return the decrease ``-<G, S_RN> = (eta/2) sum_{||g_i|| > eps} ||g_i||``.
 
     Returns
     -------
-    (V, d) float64 ndarray
+    (V, d) float64 ndarray, or (S, decrease)
 
     Examples
     --------
@@ -242,7 +250,11 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False):
     X, _ = _zero_sum_matrix(G, center)
     e = _v.scalar(eta, "eta", minimum=0.0)
     N = rownorm(X, eps=eps)
-    return -(e / 2.0) * (N - N.mean(axis=0)) + 0.0  # + 0.0 folds -0.0 into 0.0
+    S = -(e / 2.0) * (N - N.mean(axis=0)) + 0.0  # + 0.0 folds -0.0 into 0.0
+    if return_decrease:
+        n = _rownorms(X)
+        return S, e / 2.0 * float(n[n > eps].sum())
+    return S
 
 
 def tension_bounds(G, /, *, center=False, tile=2048):
@@ -326,6 +338,15 @@ def _balanced_flow_cost(X: np.ndarray, tile: int) -> float:
 
 # --------------------------------------------------------------------------- cvxpy reference
 def _cvxpy_solve(G: np.ndarray, form: str):
+    """The reference conic programs over all pairs, at unit mean row norm (the
+    interior-point tolerances are absolute: unscaled data of size 1e-50 would
+    look infeasible)."""
+    scale = float(_rownorms(G).sum()) / G.shape[0]
+    Phi, iu, ju, Yv, its = _cvxpy_solve_scaled(G / scale, form)
+    return Phi, iu, ju, Yv * scale, its
+
+
+def _cvxpy_solve_scaled(G: np.ndarray, form: str):
     import cvxpy as cp
 
     V, d = G.shape
@@ -564,8 +585,10 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     tol : float
         Target relative certified gap ``(cost - value) / value``.  The ALM
         stops as soon as it is met; if it is not met within ``max_iter`` outer
-        iterations the best certificate is returned with status
-        ``"inaccurate"`` and a warning-free, honest ``gap``.
+        iterations it raises :class:`SolverError` (status ``"inaccurate"``)
+        with the best certificate attached as ``.result``.  The cvxpy
+        reference reports its certified gap, with status ``"optimal"`` when
+        it is within ``max(tol, 1e-6)``.
     max_iter : int
         Outer iterations of the ALM.
     verbose : bool, optional
@@ -581,7 +604,8 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
         Non-zero column sums (without ``center``), non-finite or malformed
         ``G``, ``V < 2``, unknown ``method``.
     SolverError
-        A cvxpy reference solve failed; the message names the solver status.
+        A cvxpy reference solve failed, or the ALM missed ``tol``; the message
+        names the status and what to try.
 
     References
     ----------
@@ -615,8 +639,18 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     best, W, scale, k = _alm_solve(X, tol=tol, max_outer=max_iter, verbose=verbose)
     # back to the original coordinates and scale, and certify there
     Phi = best.potential @ W.T
-    return _certify(X, Phi, best.flow.pairs[:, 0], best.flow.pairs[:, 1], scale * (best.flow.vectors @ W.T),
-                    method="alm", centered=centered, iterations=best.iterations, tol=tol)
+    res = _certify(X, Phi, best.flow.pairs[:, 0], best.flow.pairs[:, 1], scale * (best.flow.vectors @ W.T),
+                   method="alm", centered=centered, iterations=best.iterations, tol=tol)
+    if res.status != "optimal":
+        err = SolverError(
+            f"min_tension (alm): certified relative gap {res.relative_gap:.2e} > tol {tol:.1e} after "
+            f"{max_iter} outer iterations (status 'inaccurate'); raise max_iter or tol, or try "
+            "method='cvxpy-flow' for small V.  The best certificate is attached as .result",
+            status="inaccurate",
+        )
+        err.result = res
+        raise err
+    return res
 
 
 def _replace_status(res: TensionResult, status: str) -> TensionResult:

@@ -557,6 +557,34 @@ def _i17(rng, quick):
     return acc
 
 
+@register("I18", "steepest directions: l_inf diameter -> centred column sign; RowNorm, Sign, polar",
+          "dual-norm equalities; d = 1 solves per column", tol=1e-8)
+def _i18(rng, quick):
+    from .tension import min_tension
+    from .updates import linf_steepest_descent, polar_update, rownorm_update, sign_update
+
+    acc = _Acc()
+    for kind, G in _gradients(rng, quick):
+        eta = float(rng.uniform(0.1, 3.0))
+        S = linf_steepest_descent(G, eta=eta)
+        l1 = float(np.abs(G).sum())
+        acc.le(row_diameter(S, norm="inf"), eta, f"D_inf(S) <= eta/{kind}", scale=eta)
+        acc.eq(-float(np.sum(G * S)), eta / 2 * l1, f"l_inf-diameter decrease/{kind}", scale=max(l1, 1e-300))
+        cols = sum(min_tension(G[:, k : k + 1], tol=1e-11).value for k in range(G.shape[1]) if np.any(G[:, k]))
+        acc.eq(cols, l1 / 2, f"columns are d = 1 problems/{kind}", scale=max(l1, 1e-300))
+        for name, rule, norm, dual in (
+            ("Sign", sign_update, lambda X: float(np.abs(X).max()), l1),
+            ("RowNorm", rownorm_update, lambda X: float(np.linalg.norm(X, axis=1).max()),
+             float(np.linalg.norm(G, axis=1).sum())),
+            ("polar", polar_update, lambda X: float(np.linalg.norm(X, 2)),
+             float(np.linalg.svd(G, compute_uv=False).sum())),
+        ):
+            U = rule(G)
+            acc.le(norm(U), 1.0, f"{name} unit norm/{kind}")
+            acc.eq(-float(np.sum(G * U)), dual, f"{name} attains the dual norm/{kind}", scale=max(dual, 1e-300))
+    return acc
+
+
 # --------------------------------------------------------------------------- runner
 def run_checks(*, seed: int = 0, quick: bool = False, only: list[str] | None = None) -> list[CheckResult]:
     """Run the registered checks and return one :class:`CheckResult` per identity.

@@ -247,6 +247,21 @@ def test_bad_input():
         hg.min_tension([[1.0], [-1.0]], tol=0.0)
 
 
+def test_alm_missing_tol_raises_with_the_certificate(rng):
+    G = centered(rng, 40, 5)
+    with pytest.raises(hg.SolverError, match=r"certified relative gap .* > tol .*raise max_iter") as info:
+        hg.min_tension(G, tol=1e-14, max_iter=1)
+    assert info.value.status == "inaccurate"
+    res = info.value.result
+    check_certificate(G, res, tol=1.0)
+
+
+def test_projected_rownorm_decrease(rng):
+    G = centered(rng, 6, 2)
+    S, dec = hg.projected_rownorm(G, eta=0.5, return_decrease=True)
+    assert dec == pytest.approx(-np.sum(G * S), rel=1e-13)
+
+
 def test_zero_gradient():
     r = hg.min_tension(np.zeros((4, 3)))
     assert r.value == 0.0 and r.gap == 0.0 and r.status == "zero"
