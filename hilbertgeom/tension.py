@@ -457,14 +457,15 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
     convex function): generalised Hessian ``sum_e B_e^T M_e B_e`` over the
     active pairs, applied matrix-free; Armijo backtracking on the function
     while it is informative, then on the gradient norm, whose decrease can
-    still be measured once function values stop resolving the progress."""
+    still be measured once function values stop resolving the progress.
+    Returns the point and whether the gradient norm went down."""
     from scipy.sparse.linalg import LinearOperator, cg
 
     V, k = P.shape
     I, J, Lm = st.edges(P)
     f, g, Y, v, nv = st.evaluate(P, I, J, Lm)
-    steps = 0
-    for steps in range(1, max_steps + 1):
+    g0 = float(np.linalg.norm(g))
+    for _ in range(max_steps):
         gn = float(np.linalg.norm(g))
         if gn <= gtol:
             break
@@ -507,7 +508,7 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
         else:
             break  # no progress measurable at this precision
         P, I, J, Lm, f, g, Y, v, nv = Pn, In, Jn, Ln, fn_, gn_, Yn, vn, nvn
-    return P, steps
+    return P, float(np.linalg.norm(g)) < g0 or g0 <= gtol  # did it make (or need no) progress
 
 
 def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, mu: float = 0.01,
@@ -537,11 +538,14 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, mu: 
         f, g, *_ = st.evaluate(Px, *st.edges(Px))
         return f, g.ravel()
 
+    newton_failed = False
     for outer in range(1, max_outer + 1):
-        res = minimize(fun, P.ravel(), jac=True, method="L-BFGS-B",
-                       options=dict(maxiter=lbfgs_iter, gtol=1e-10, ftol=1e-15, maxcor=20))
-        P = res.x.reshape(V, k)
-        P, _ = _newton_inner(st, P, max_steps=20, gtol=1e-12 * math.sqrt(V * k))
+        if outer == 1 or newton_failed:  # warm-up where Newton has no good start
+            res = minimize(fun, P.ravel(), jac=True, method="L-BFGS-B",
+                           options=dict(maxiter=lbfgs_iter, gtol=1e-10, ftol=1e-15, maxcor=20))
+            P = res.x.reshape(V, k)
+        P, progressed = _newton_inner(st, P, max_steps=20, gtol=1e-12 * math.sqrt(V * k))
+        newton_failed = not progressed
         I, J, Lm = st.edges(P)
         _, g, Y, _, _ = st.evaluate(P, I, J, Lm)
         keep = np.linalg.norm(Y, axis=1) > 0
