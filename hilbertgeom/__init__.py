@@ -6,8 +6,9 @@ the row-diameter head norm and its backward bounds, with exact kernels and a
 ``hilbertgeom verify`` command that checks the paper's identities.
 """
 
-from . import ball, head, metric, rows, tension, tolerances, updates
+from . import ball, equalize, head, metric, rows, tension, tolerances, updates
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
+from .equalize import EquidistantLimit, SeparationResult, equidistant_limit, max_min_separation, regular_simplex
 from .exceptions import SolverError
 from .head import (
     backward_bound,
@@ -61,6 +62,7 @@ __all__ = sorted(
     | set(head.__all__)
     | set(tension.__all__)
     | set(updates.__all__)
+    | set(equalize.__all__)
     | set(tolerances.__all__) - {"unit_roundoff"}
     | {"SolverError", "__version__"}
 )

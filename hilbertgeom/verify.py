@@ -38,7 +38,7 @@ from .metric import (
     tv_extremal_pair,
     variation_norm,
 )
-from .rows import row_diameter
+from .rows import closest_pair, row_diameter
 from .tolerances import tolerance
 
 __all__ = ["CHECKS", "CheckResult", "register", "run_checks"]
@@ -582,6 +582,50 @@ def _i18(rng, quick):
             U = rule(G)
             acc.le(norm(U), 1.0, f"{name} unit norm/{kind}")
             acc.eq(-float(np.sum(G * U)), dual, f"{name} attains the dual norm/{kind}", scale=max(dual, 1e-300))
+    return acc
+
+
+# --------------------------------------------------------------------------- I19-I20
+@register("I19", "at most d+1 equidistant points in R^d (regular simplex); delta*(V,d) < 1 beyond",
+          "simplex distances; best found and proven bound for n = d+2")
+def _i19(rng, quick):
+    from .equalize import equidistant_limit, max_min_separation, regular_simplex
+
+    acc = _Acc()
+    for d in range(1, 6 if quick else 10):
+        for n in range(2, d + 2):
+            P = regular_simplex(n, d)
+            acc.eq(row_diameter(P), 1.0, f"simplex D n={n} d={d}")
+            acc.eq(closest_pair(P).distance, 1.0, f"simplex min n={n} d={d}")
+        lim = equidistant_limit(d + 2, d)
+        acc.le(float(lim.possible), 0.0, f"n = d+2 reported impossible, d={d}")
+        acc.le(lim.upper, 1.0 - 1e-3 / (d + 2) ** 2, f"bound < 1 for n = d+2, d={d}", scale=1.0)
+        if d <= 3:
+            r = max_min_separation(d + 2, d, restarts=3 if quick else 8, seed=int(rng.integers(1 << 30)))
+            acc.le(r.lower, r.upper, f"found <= bound, d={d}")
+    return acc
+
+
+@register("I20", "delta*(V,d)^2 <= V d'/((V-1)(d'+1)), d' = min(d, V-1); tight at V = d+1",
+          "random clouds: (min/max)^2 vs the bound; equality on the simplex")
+def _i20(rng, quick):
+    from .equalize import equidistant_limit
+
+    acc = _Acc()
+    for _ in range(20 if quick else 200):
+        n, d = int(rng.integers(2, 30)), int(rng.integers(1, 8))
+        X = rng.standard_normal((n, d))
+        D = row_diameter(X)
+        if D == 0:
+            continue
+        ratio = closest_pair(X).distance / D
+        dp = min(d, n - 1)
+        bound = math.sqrt(n * dp / ((n - 1) * (dp + 1)))
+        acc.le(ratio, bound, f"random n={n} d={d}")
+        acc.le(equidistant_limit(n, d).upper, bound, f"reported bound n={n} d={d}")
+    for d in range(1, 12):
+        n = d + 1
+        acc.eq(math.sqrt(n * d / ((n - 1) * (d + 1))), 1.0, f"tight at V = d+1, d={d}")
     return acc
 
 

@@ -12,7 +12,7 @@ import hilbertgeom as hg
 
 MODULES = ["hilbertgeom.metric", "hilbertgeom.rows", "hilbertgeom.ball", "hilbertgeom.head",
            "hilbertgeom.tolerances", "hilbertgeom.exceptions", "hilbertgeom.verify",
-           "hilbertgeom.tension", "hilbertgeom.updates"]
+           "hilbertgeom.tension", "hilbertgeom.updates", "hilbertgeom.equalize"]
 
 
 def test_all_lists_exactly_the_public_definitions():
