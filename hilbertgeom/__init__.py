@@ -8,7 +8,17 @@ the row-diameter head norm and its backward bounds, with exact kernels and a
 
 from . import ball, equalize, head, metric, rows, tension, tolerances, updates
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
-from .equalize import EquidistantLimit, SeparationResult, equidistant_limit, max_min_separation, regular_simplex
+from .equalize import (
+    EqualizedResult,
+    EquidistantLimit,
+    SeparationResult,
+    equalization_frontier,
+    equalized_descent,
+    equidistant_limit,
+    max_min_separation,
+    max_separation_at_decrease,
+    regular_simplex,
+)
 from .exceptions import SolverError
 from .head import (
     backward_bound,

@@ -1,4 +1,4 @@
-"""Command line: ``hilbertgeom verify`` and ``hilbertgeom bench-updates``."""
+"""Command line: ``hilbertgeom verify``, ``bench-updates`` and ``separation``."""
 
 from __future__ import annotations
 
@@ -91,6 +91,35 @@ def _bench_updates(args) -> int:
     return 0
 
 
+def _separation(args) -> int:
+    from .equalize import max_min_separation
+
+    try:
+        r = max_min_separation(args.n, args.d, restarts=args.restarts, seed=args.seed)
+    except (ValueError, TypeError) as exc:
+        print(f"hilbertgeom separation: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"n": args.n, "d": args.d, "lower": r.lower, "upper": r.upper,
+                          "upper_source": r.upper_source, "exact": r.exact,
+                          "points": r.points.tolist()}, indent=2))
+    else:
+        print(f"n = {args.n} points in R^{args.d}, diameter <= 1:")
+        print(f"  smallest separation found  {r.lower:.12f}   (points re-checkable with closest_pair)")
+        print(f"  proven upper bound         {r.upper:.12f}   ({r.upper_source})")
+        print(f"  {'optimal (bounds meet)' if r.exact else f'gap {r.upper - r.lower:.3e}'}; {r.restarts} local searches")
+    if args.plot:
+        try:
+            from .plots import plot_configuration
+        except ImportError as exc:
+            print(f"hilbertgeom separation: --plot needs matplotlib ({exc}); "
+                  "pip install 'hilbertgeom[plot]'", file=sys.stderr)
+            return 2
+        plot_configuration(r.points, args.plot, title=f"n = {args.n}, d = {args.d}: min distance {r.lower:.4f}")
+        print(f"  plot written to {args.plot}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hilbertgeom`` command."""
     parser = argparse.ArgumentParser(prog="hilbertgeom", description=__doc__)
@@ -105,7 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--d", type=int, default=8, help="hidden size (default 8)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
+    sp = sub.add_parser("separation", help="n points of diameter 1 with the largest smallest distance found")
+    sp.add_argument("--n", type=int, required=True)
+    sp.add_argument("--d", type=int, required=True)
+    sp.add_argument("--restarts", type=int, default=20)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--plot", metavar="FILE.png", help="draw the configuration (d = 2 or 3; needs matplotlib)")
     args = parser.parse_args(argv)
+    if args.command == "separation":
+        return _separation(args)
     if args.command == "verify":
         return _verify(args)
     if args.command == "bench-updates":

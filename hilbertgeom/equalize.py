@@ -17,7 +17,17 @@ import numpy as np
 from . import _validate as _v
 from .rows import closest_pair, row_diameter
 
-__all__ = ["EquidistantLimit", "SeparationResult", "equidistant_limit", "max_min_separation", "regular_simplex"]
+__all__ = [
+    "EqualizedResult",
+    "EquidistantLimit",
+    "SeparationResult",
+    "equalization_frontier",
+    "equalized_descent",
+    "equidistant_limit",
+    "max_min_separation",
+    "max_separation_at_decrease",
+    "regular_simplex",
+]
 
 
 @dataclass(frozen=True)
@@ -242,3 +252,265 @@ def max_min_separation(n, d, /, *, restarts=20, seed=0):
             best = out
     X, low = best
     return SeparationResult(low, lim.upper, X, lim.source, bool(abs(lim.upper - low) <= 1e-12), len(starts))
+
+
+# --------------------------------------------------------------------------- I21
+@dataclass(frozen=True)
+class EqualizedResult:
+    """Gradient-aligned equalization: a feasible update and a certified bracket.
+
+    Attributes
+    ----------
+    lower : float
+        ``-<G, update>``, the decrease of a feasible update (``-inf`` if none
+        is known).
+    upper : float
+        A proven upper bound on the best decrease (the Shor SDP relaxation, or
+        ``eta T(G)`` at ``delta = 0``; ``-inf`` when ``delta`` is proven
+        infeasible).
+    update : (V, d) ndarray or None
+        Centred, ``D(update) <= eta``, smallest separation ``>= delta eta``
+        (both checked with the exact kernels).
+    separation : float
+        The update's smallest row distance (exact).
+    gap : float
+        ``upper - lower``.
+    status : str
+        ``"optimal"`` (gap within tolerance), ``"feasible"`` (gap reported),
+        ``"infeasible"`` (``delta`` above the proven bound of I20 for ``V``
+        points in ``R^d``), or ``"no feasible update found"``.
+    delta, eta : float
+    upper_source : str
+    """
+
+    lower: float
+    upper: float
+    update: np.ndarray | None
+    separation: float
+    gap: float
+    status: str
+    delta: float
+    eta: float
+    upper_source: str
+
+
+def _shor_sdp(G: np.ndarray, delta: float, eta: float):
+    """Shor relaxation: ``[[I, S^T], [S, X]] >= 0``, ``delta^2 eta^2 <= X_ii + X_jj - 2 X_ij <= eta^2``."""
+    import warnings
+
+    import cvxpy as cp
+
+    from .exceptions import SolverError
+
+    V, d = G.shape
+    iu, ju = np.triu_indices(V, 1)
+    S = cp.Variable((V, d))
+    X = cp.Variable((V, V), symmetric=True)
+    M = cp.bmat([[np.eye(d), S.T], [S, X]])
+    dist = cp.diag(X)[iu] + cp.diag(X)[ju] - 2 * X[iu, ju]
+    cons = [M >> 0, cp.sum(S, axis=0) == 0, X @ np.ones(V) == 0, dist <= eta**2]
+    if delta > 0:
+        cons.append(dist >= (delta * eta) ** 2)
+    prob = cp.Problem(cp.Maximize(-cp.sum(cp.multiply(G, S))), cons)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
+        try:
+            prob.solve(solver=cp.CLARABEL)
+        except cp.error.SolverError as exc:
+            raise SolverError(f"Shor SDP: cvxpy/CLARABEL failed ({exc}); try a smaller V", status="solver_error") from None
+    if prob.status not in ("optimal", "optimal_inaccurate"):
+        raise SolverError(f"Shor SDP: cvxpy/CLARABEL returned status {prob.status!r}", status=str(prob.status))
+    # the interior-point value is accurate to its gap tolerance; widen the bound by it
+    value = float(prob.value)
+    return value + 1e-7 * max(1.0, abs(value)), np.asarray(S.value)
+
+
+def _repair(G: np.ndarray, S0: np.ndarray, delta: float, eta: float):
+    """Local search (SLSQP) for a feasible update near ``S0``; exact re-checks."""
+    from scipy.optimize import minimize
+
+    V, d = G.shape
+    iu, ju = np.triu_indices(V, 1)
+    m = len(iu)
+    target = delta * (1 + 1e-6)
+
+    def jac_sq(x):
+        X = x.reshape(V, d)
+        D = X[iu] - X[ju]
+        J = np.zeros((m, V * d))
+        rows = np.arange(m)
+        for c in range(d):
+            J[rows, iu * d + c] = 2 * D[:, c]
+            J[rows, ju * d + c] = -2 * D[:, c]
+        return J
+
+    def sq(x):
+        X = x.reshape(V, d)
+        D = X[iu] - X[ju]
+        return np.einsum("ij,ij->i", D, D)
+
+    cons = [
+        {"type": "ineq", "fun": lambda x: eta**2 - sq(x), "jac": lambda x: -jac_sq(x)},
+        {"type": "eq", "fun": lambda x: x.reshape(V, d).sum(axis=0),
+         "jac": lambda x: np.tile(np.eye(d), (1, V))},
+    ]
+    if delta > 0:
+        cons.append({"type": "ineq", "fun": lambda x: sq(x) - (target * eta) ** 2, "jac": jac_sq})
+    res = minimize(lambda x: float(np.sum(G.ravel() * x)), S0.ravel(), jac=lambda x: G.ravel(),
+                   method="SLSQP", constraints=cons, options={"maxiter": 500, "ftol": 1e-14})
+    S = res.x.reshape(V, d)
+    S = S - S.mean(axis=0)
+    D = row_diameter(S)
+    if D > eta:
+        S = S * (eta / D)
+    sep = closest_pair(S).distance
+    if row_diameter(S) <= eta and sep >= delta * eta:
+        return S, sep
+    return None
+
+
+def equalized_descent(G, /, *, delta, eta=1.0, center=False, restarts=4, seed=0):
+    r"""Gradient-aligned equalization (identity I21).
+
+    .. math::
+
+        \max_S\ -\langle G, S\rangle \quad\text{s.t.}\quad D(S) \le \eta,\quad
+        \min_{i<j}\|s_i - s_j\| \ge \delta\eta,\quad 1^\top S = 0 .
+
+    The problem is non-convex for ``delta > 0``.  ``upper`` is the value of
+    the Shor semidefinite relaxation (lift ``X ~ S S^T`` with
+    ``[[I, S^T], [S, X]] >= 0`` and ``X 1 = 0``; the diameter constraint stays
+    exact, only the separation floor is relaxed), ``lower`` the decrease of a
+    feasible update found by local search from the relaxation's ``S`` and from
+    scaled RowNorm and random starts, both re-checked with the exact kernels.
+    At ``delta = 0`` the problem is the steepest descent of I10 and is solved
+    exactly by :func:`~hilbertgeom.min_tension`.  CPU only (cvxpy).
+
+    Parameters
+    ----------
+    G : (V, d) array_like
+        Gradient with zero column sums (or ``center=True``); small ``V``
+        (the relaxation has a ``(V + d)``-square PSD block).
+    delta : float
+        Separation floor as a fraction of ``eta``, in ``[0, 1]``.
+    eta : float
+        Diameter budget, ``> 0``.
+    restarts : int
+        Random starts of the local search (besides the relaxation and RowNorm).
+    seed : int
+
+    Returns
+    -------
+    EqualizedResult
+
+    Examples
+    --------
+    >>> G = [[1.0, 0.0], [-1.0, 0.0]]
+    >>> r = equalized_descent(G, delta=0.0)
+    >>> round(r.lower, 9), round(r.upper, 9), r.status
+    (1.0, 1.0, 'optimal')
+    """
+    from .tension import _zero_sum_matrix, min_tension, projected_rownorm
+
+    X, _ = _zero_sum_matrix(G, center)
+    V, d = X.shape
+    delta = _v.scalar(delta, "delta", minimum=0.0)
+    if delta > 1.0:
+        raise ValueError(f"delta must be in [0, 1] (a fraction of the diameter); got {delta:g}")
+    eta = _v.scalar(eta, "eta", minimum=0.0, strict=True)
+    restarts = _v.integer(restarts, "restarts", minimum=0)
+    if delta == 0.0:
+        ten = min_tension(X)
+        S = -eta * ten.potential
+        return EqualizedResult(lower=eta * ten.value, upper=eta * ten.flow.cost, update=S,
+                               separation=closest_pair(S).distance, gap=eta * ten.gap, status="optimal",
+                               delta=0.0, eta=eta, upper_source="min_tension flow certificate (I10)")
+    lim = equidistant_limit(V, d)
+    if delta > lim.upper:
+        return EqualizedResult(lower=-math.inf, upper=-math.inf, update=None, separation=0.0, gap=0.0,
+                               status="infeasible", delta=delta, eta=eta,
+                               upper_source=f"delta > {lim.upper:.6g}: {lim.source}")
+    upper, S_sdp = _shor_sdp(X, delta, eta)
+    rng = np.random.default_rng(seed)
+    starts = [S_sdp, projected_rownorm(X, eta=eta)]
+    for _ in range(restarts):
+        R = rng.standard_normal((V, d))
+        starts.append(eta * (R - R.mean(axis=0)) / max(row_diameter(R), 1e-300))
+    best = None
+    for S0 in starts:
+        out = _repair(X, S0, delta, eta)
+        if out is not None:
+            dec = -float(np.sum(X * out[0]))
+            if best is None or dec > best[0]:
+                best = (dec, out[0], out[1])
+    if best is None:
+        return EqualizedResult(lower=-math.inf, upper=upper, update=None, separation=0.0, gap=math.inf,
+                               status="no feasible update found", delta=delta, eta=eta,
+                               upper_source="Shor SDP relaxation (I21)")
+    dec, S, sep = best
+    gap = max(upper - dec, 0.0)
+    status = "optimal" if gap <= 1e-6 * max(1.0, abs(upper)) else "feasible"
+    return EqualizedResult(lower=dec, upper=upper, update=S, separation=sep, gap=gap, status=status,
+                           delta=delta, eta=eta, upper_source="Shor SDP relaxation (I21)")
+
+
+def equalization_frontier(G, deltas, /, *, eta=1.0, center=False, seed=0):
+    r"""The trade-off curve ``delta -> (lower, upper)`` of :func:`equalized_descent`.
+
+    Parameters
+    ----------
+    G : (V, d) array_like
+    deltas : sequence of float in [0, 1]
+    eta : float
+
+    Returns
+    -------
+    list of EqualizedResult, one per delta
+    """
+    ds = [_v.scalar(x, "deltas[i]", minimum=0.0) for x in deltas]
+    return [equalized_descent(G, delta=x, eta=eta, center=center, seed=seed) for x in ds]
+
+
+def max_separation_at_decrease(G, /, *, eps, eta=1.0, center=False, seed=0, iters=12):
+    r"""Largest separation floor keeping at least ``(1 - eps)`` of the optimal decrease.
+
+    Bisection on ``delta``: a ``delta`` whose feasible update keeps
+    ``-<G, S> >= (1 - eps) eta T(G)`` is certified reachable; a ``delta``
+    whose SDP upper bound is below ``(1 - eps) eta T(G)`` (or which is
+    infeasible) is certified unreachable.
+
+    Parameters
+    ----------
+    G : (V, d) array_like
+    eps : float
+        Allowed loss of decrease, in ``[0, 1]``.
+    eta : float
+    iters : int
+        Bisection steps.
+
+    Returns
+    -------
+    (reachable, unreachable) : (EqualizedResult, float)
+        The best certified-reachable result and the smallest ``delta``
+        certified unreachable (``inf`` if none was found).
+    """
+    from .tension import _zero_sum_matrix, min_tension
+
+    X, _ = _zero_sum_matrix(G, center)
+    eps = _v.scalar(eps, "eps", minimum=0.0)
+    if eps > 1.0:
+        raise ValueError(f"eps must be in [0, 1]; got {eps:g}")
+    eta = _v.scalar(eta, "eta", minimum=0.0, strict=True)
+    need = (1.0 - eps) * eta * min_tension(X).value
+    good = equalized_descent(X, delta=0.0, eta=eta)
+    lo, hi, bad = 0.0, 1.0, math.inf
+    for _ in range(_v.integer(iters, "iters", minimum=1)):
+        mid = 0.5 * (lo + hi)
+        r = equalized_descent(X, delta=mid, eta=eta, seed=seed)
+        if r.update is not None and r.lower >= need:
+            lo, good = mid, r
+        else:
+            hi = mid
+            if r.upper < need:
+                bad = min(bad, mid)
+    return good, bad

@@ -629,6 +629,33 @@ def _i20(rng, quick):
     return acc
 
 
+@register("I21", "Shor SDP >= any feasible equalized update; exact at delta = 0; diameter exact for S",
+          "SDP value vs feasible updates (exact re-checks); delta = 0 vs min_tension", tol=_SOLVER_TOL)
+def _i21(rng, quick):
+    from .equalize import _shor_sdp, equalized_descent
+    from .tension import min_tension
+
+    acc = _Acc()
+    for _ in range(2 if quick else 5):
+        V, d = int(rng.integers(3, 8)), int(rng.integers(1, 4))
+        G = rng.standard_normal((V, d))
+        G -= G.mean(axis=0)
+        eta = float(rng.uniform(0.5, 2.0))
+        T = min_tension(G, tol=1e-10)
+        up0, S0 = _shor_sdp(G, 0.0, eta)
+        acc.eq(up0, eta * T.value, f"SDP at delta = 0 vs eta T, V={V} d={d}", scale=eta * T.value)
+        acc.le(row_diameter(S0), eta * (1 + 1e-6), f"SDP S diameter V={V} d={d}", scale=eta)
+        for delta in (0.1, 0.3):
+            r = equalized_descent(G, delta=delta, eta=eta, restarts=1, seed=int(rng.integers(1 << 30)))
+            if r.update is None:
+                continue
+            acc.le(r.lower, r.upper, f"feasible <= SDP, delta={delta}", scale=max(abs(r.upper), 1e-300))
+            acc.le(row_diameter(r.update), eta, f"D(update) <= eta, delta={delta}", scale=eta)
+            acc.le(delta * eta, closest_pair(r.update).distance, f"separation floor, delta={delta}", scale=eta)
+            acc.le(r.upper, eta * T.flow.cost, f"SDP <= eta T, delta={delta}", scale=eta * T.value)
+    return acc
+
+
 # --------------------------------------------------------------------------- runner
 def run_checks(*, seed: int = 0, quick: bool = False, only: list[str] | None = None) -> list[CheckResult]:
     """Run the registered checks and return one :class:`CheckResult` per identity.

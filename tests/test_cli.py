@@ -16,9 +16,9 @@ def test_verify_quick_passes_and_prints_every_identity(capsys):
     code = cli.main(["verify", "--quick"])
     out = capsys.readouterr().out
     assert code == 0
-    for k in range(1, 21):
+    for k in range(1, 22):
         assert f"\nI{k} " in out
-    assert "20 passed, 0 failed" in out
+    assert "21 passed, 0 failed" in out
 
 
 def test_verify_json_and_only(capsys):
@@ -74,4 +74,4 @@ def test_console_script_runs_the_full_verify_under_a_minute():
     res = subprocess.run([sys.executable, "-m", "hilbertgeom.cli", "verify"], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "20 passed, 0 failed" in res.stdout
+    assert "21 passed, 0 failed" in res.stdout

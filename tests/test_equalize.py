@@ -70,6 +70,29 @@ CONSTRUCTIONS = [
 ]
 
 
+# Proven optima in the plane, delta*(n, 2) = 1 / (minimal diameter of n points with
+# unit minimum distance): regular polygons (n <= 5), the regular pentagon with its
+# centre (n = 6) and the regular hexagon with its centre (n = 7), Bateman and Erdos,
+# "Geometrical extrema suggested by a lemma of Besicovitch", Amer. Math. Monthly 58
+# (1951); n = 8: 2 sin(pi/14), Bezdek and Fodor, "Minimal diameter of certain sets in
+# the plane", J. Combin. Theory A 85 (1999).
+PLANE_OPTIMA = [
+    (4, 1 / math.sqrt(2)),
+    (5, 2 / (1 + math.sqrt(5))),
+    (6, 1 / (2 * math.sin(2 * math.pi / 5))),
+    (7, 0.5),
+    (8, 2 * math.sin(math.pi / 14)),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n,value", PLANE_OPTIMA)
+def test_search_finds_the_proven_plane_optima(n, value):
+    r = hg.max_min_separation(n, 2)  # default restarts and seed
+    assert r.lower == pytest.approx(value, abs=1e-8)
+    assert r.lower <= value + 1e-12  # never above a proven optimum
+
+
 @pytest.mark.parametrize("c", CONSTRUCTIONS, ids=lambda c: f"n={c.n},d={c.d}")
 def test_search_reaches_known_constructions(c):
     r = hg.max_min_separation(c.n, c.d, restarts=10, seed=0)
@@ -101,3 +124,103 @@ def test_bad_input(n, d, exc, match):
         hg.max_min_separation(n, d)
     with pytest.raises(exc, match=match):
         hg.equidistant_limit(n, d)
+
+
+# ---------------------------------------------------------------- I21
+def _grad(seed, V, d):
+    G = np.random.default_rng(seed).standard_normal((V, d))
+    return G - G.mean(axis=0)
+
+
+def test_delta_zero_reproduces_min_tension():
+    G = _grad(1, 7, 2)
+    r = hg.equalized_descent(G, delta=0.0, eta=1.5)
+    t = hg.min_tension(G)
+    assert r.status == "optimal"
+    assert r.lower == pytest.approx(1.5 * t.value, rel=1e-12)
+    assert r.upper == pytest.approx(1.5 * t.flow.cost, rel=1e-12)
+
+
+def test_shor_relaxation_is_exact_at_delta_zero():
+    from hilbertgeom.equalize import _shor_sdp
+
+    G = _grad(2, 6, 2)
+    up, S = _shor_sdp(G, 0.0, 1.0)
+    t = hg.min_tension(G, tol=1e-10)
+    assert up >= t.value * (1 - 1e-7)
+    assert up == pytest.approx(t.value, rel=1e-6)
+    assert hg.row_diameter(S) <= 1 + 1e-6  # the diameter constraint is exact for S (X >= S S^T)
+
+
+@pytest.mark.parametrize("delta", [0.15, 0.3])
+def test_feasible_update_and_certified_bracket(delta):
+    G = _grad(3, 7, 2)
+    r = hg.equalized_descent(G, delta=delta, eta=2.0)
+    assert r.update is not None and r.status in ("optimal", "feasible")
+    S = r.update
+    assert hg.row_diameter(S) <= 2.0
+    assert hg.closest_pair(S).distance >= delta * 2.0
+    assert np.abs(S.sum(axis=0)).max() <= 1e-12
+    assert r.lower == pytest.approx(-np.sum(G * S), rel=1e-12)
+    assert r.lower <= r.upper
+    assert r.upper <= 2.0 * hg.min_tension(G).flow.cost * (1 + 1e-6)
+    assert r.gap == pytest.approx(r.upper - r.lower)
+
+
+def test_infeasible_delta_is_reported_not_raised():
+    G = _grad(4, 6, 2)  # 6 points in the plane: delta* < 0.9 (I20 bound 0.894)
+    r = hg.equalized_descent(G, delta=0.95)
+    assert r.status == "infeasible" and r.update is None
+    assert r.lower == -math.inf and r.upper == -math.inf and "I20" in r.upper_source
+
+
+def test_frontier_is_monotone_in_the_upper_bound():
+    G = _grad(5, 6, 2)
+    res = hg.equalization_frontier(G, [0.0, 0.2, 0.4])
+    ups = [r.upper for r in res]
+    assert ups[0] >= ups[1] - 1e-6 * abs(ups[0]) and ups[1] >= ups[2] - 1e-6 * abs(ups[0])
+    assert [r.delta for r in res] == [0.0, 0.2, 0.4]
+
+
+def test_max_separation_keeping_most_of_the_decrease():
+    G = _grad(6, 6, 2)
+    good, bad = hg.max_separation_at_decrease(G, eps=0.05, iters=5)
+    T = hg.min_tension(G).value
+    assert good.lower >= 0.95 * T * (1 - 1e-12)
+    assert good.update is not None and hg.closest_pair(good.update).distance >= good.delta
+    assert bad > good.delta
+
+
+@pytest.mark.parametrize("kw,exc,match", [
+    (dict(delta=1.5), ValueError, r"delta must be in \[0, 1\]"),
+    (dict(delta=-0.1), ValueError, "delta must be >= 0"),
+    (dict(delta=0.1, eta=0.0), ValueError, "eta must be > 0"),
+])
+def test_equalized_bad_input(kw, exc, match):
+    with pytest.raises(exc, match=match):
+        hg.equalized_descent(_grad(7, 4, 2), **kw)
+    with pytest.raises(ValueError, match="zero column sums"):
+        hg.equalized_descent(np.ones((4, 2)), delta=0.1)
+
+
+def test_separation_cli_and_plot(tmp_path, capsys):
+    from hilbertgeom import cli
+
+    out = tmp_path / "conf.png"
+    assert cli.main(["separation", "--n", "5", "--d", "2", "--restarts", "3", "--plot", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "0.618033988" in text and out.exists() and out.stat().st_size > 1000
+    assert cli.main(["separation", "--n", "1", "--d", "2"]) == 2
+
+
+def test_plots(tmp_path):
+    from hilbertgeom import plots
+
+    G = _grad(8, 6, 2)
+    plots.plot_separations(hg.projected_rownorm(G), tmp_path / "h.png")
+    plots.plot_frontier(hg.equalization_frontier(G, [0.0, 0.2]), tmp_path / "f.png")
+    plots.plot_configuration(hg.max_min_separation(6, 3, restarts=2).points, tmp_path / "c.png")
+    for f in ("h.png", "f.png", "c.png"):
+        assert (tmp_path / f).stat().st_size > 1000
+    with pytest.raises(ValueError, match="to draw"):
+        plots.plot_configuration(np.zeros((3, 4)), tmp_path / "x.png")
