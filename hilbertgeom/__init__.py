@@ -10,9 +10,11 @@ from . import ball, equalize, head, metric, rows, tension, tolerances, updates
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
 from .equalize import (
     EqualizedResult,
+    EqualizerResult,
     EquidistantLimit,
     SeparationResult,
     equalization_frontier,
+    equalize_rows,
     equalized_descent,
     equidistant_limit,
     max_min_separation,

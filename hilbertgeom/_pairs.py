@@ -101,7 +101,12 @@ def pair_distance(diff, xp):
 
 
 def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
-    """Exact farthest (``mode='max'``) or closest (``'min'``) Euclidean pair.
+    """Farthest (``mode='max'``) or closest (``'min'``) pair in float64 distance.
+
+    "Exact" means: the pair whose float64 distance (:func:`pair_distance`) is
+    extreme, ties to the smallest ``(i, j)`` -- what an all-pairs float64
+    brute force returns.  (Two pairs whose real distances differ by less than
+    the float64 rounding may be ordered differently in real arithmetic.)
 
     ``S`` is a finite float32 or float64 ``(V, d)`` array of namespace ``xp``
     with ``V >= 2``.  float32 input is screened in float32 (after float64
@@ -114,8 +119,9 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
     amax = float(xp.max(xp.abs(X0)))
     if amax == 0.0:
         return Pair(0.0, 0, 1)
-    # Differences of rows near the top of the range overflow; only then scale
-    # down (exactly, by 2^-4), so that subnormal entries are never touched.
+    # Differences of rows near the top of the range overflow; only then (entries
+    # >= 2^1019) scale down by 2^-4.  In that extreme case subnormal entries of
+    # the same input lose bits; in every other case the input is used as is.
     f0 = 1.0 if amax < 2.0**1019 else 2.0**-4
     if f0 != 1.0:
         X0 = X0 * f0

@@ -46,7 +46,10 @@ class EnclosingBall:
         ``radius - lower``: the true minimum radius lies in ``[lower, radius]``.
     status : str
         ``"optimal"`` when the active-set walk ended with the centre in the
-        convex hull of its support.
+        convex hull of its support; ``"optimal (dual QP after a degenerate
+        walk)"`` when cospherical points made the walk cycle and the dual
+        quadratic program finished the job (the certificate is then accurate
+        to about 1e-9 relative rather than to rounding).
     iterations : int
     """
 
@@ -151,8 +154,12 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
     T = [int(np.argmax(((Z - c) ** 2).sum(axis=1)))]
     it = 0
     status = "iteration limit"
+    seen: set[tuple[int, ...]] = set()
     while it < max_iter:
         it += 1
+        if len(T) > d + 1:  # rounding broke affine independence: cospherical degeneracy
+            status = "degenerate"
+            break
         Q = Z[T]
         caff, lam = _circumcenter(Q)
         v = caff - c
@@ -162,6 +169,11 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
                 status = "optimal"
                 c = caff
                 break
+            key = tuple(sorted(T))
+            if key in seen:  # the walk cycles (degenerate, cospherical points)
+                status = "degenerate"
+                break
+            seen.add(key)
             del T[int(np.argmin(lam))]
             continue
         # Walk from c towards caff until a row reaches the boundary.
@@ -180,6 +192,9 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
             T.append(k)
         else:
             c = caff
+    if status == "degenerate":
+        T, lam, extra = _dual_column_generation(Z, T)
+        return _certify(Y, mean, np.asarray(T), lam, it + extra, "optimal (dual QP after a degenerate walk)")
     if status != "optimal":
         raise SolverError(
             f"minimum_enclosing_ball: the active-set walk did not terminate in {max_iter} "
@@ -188,6 +203,57 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
         )
     _, lam = _circumcenter(Z[T])
     return _certify(Y, mean, np.asarray(T), lam, it, status)
+
+
+def _dual_column_generation(Z: np.ndarray, T0: list[int], rounds: int = 50):
+    """Fallback for degenerate (cospherical) inputs: solve the dual QP
+    ``min_w ||sum w_i z_i||^2 - sum w_i ||z_i||^2`` over the simplex on a small
+    candidate set (SLSQP), add the farthest row while one lies outside, repeat."""
+    from scipy.optimize import minimize
+
+    cand = sorted(set(T0))
+    lam = np.full(len(cand), 1.0 / len(cand))
+    for r in range(1, rounds + 1):
+        P = Z[cand]
+        b = (P * P).sum(axis=1)
+        K = P @ P.T
+        res = minimize(lambda w: float(w @ K @ w - b @ w), lam, jac=lambda w: 2 * K @ w - b, method="SLSQP",
+                       bounds=[(0.0, 1.0)] * len(cand),
+                       constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)}],
+                       options={"maxiter": 500, "ftol": 1e-16})
+        lam = np.clip(res.x, 0.0, None)
+        lam /= lam.sum()
+        c = lam @ P
+        dist2 = ((Z - c) ** 2).sum(axis=1)
+        r2 = float((lam * ((P - c) ** 2).sum(axis=1)).sum())
+        far = int(np.argmax(dist2))
+        if dist2[far] <= r2 * (1 + 1e-12) or far in cand:
+            break
+        cand.append(far)
+        lam = np.append(lam, 0.0)
+    keep = lam > 1e-14
+    T = [cand[i] for i in np.flatnonzero(keep)]
+    w = lam[keep] / lam[keep].sum()
+    # polish on the support: the KKT system 2 K w - b + mu 1 = 0, 1^T w = 1 (least squares)
+    P = Z[T]
+    K = P @ P.T
+    m = len(T)
+    A = np.zeros((m + 1, m + 1))
+    A[:m, :m] = 2 * K
+    A[:m, m] = 1.0
+    A[m, :m] = 1.0
+    rhs = np.concatenate([(P * P).sum(axis=1), [1.0]])
+    sol = np.linalg.lstsq(A, rhs, rcond=None)[0][:m]
+    if sol.min() >= 0:
+        cand_w = sol / sol.sum()
+
+        def radius(ww):
+            c = ww @ P
+            return float(((Z - c) ** 2).sum(axis=1).max())
+
+        if radius(cand_w) <= radius(w):
+            w = cand_w
+    return T, w, r
 
 
 def _certify(Y: np.ndarray, mean: np.ndarray, T: np.ndarray, lam: np.ndarray, it: int,

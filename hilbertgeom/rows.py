@@ -127,11 +127,30 @@ def _linf_diameter(X: np.ndarray) -> Pair:
     return Pair(best, i, j)
 
 
+def _first_occurrences(X: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct row, ascending."""
+    Xn = np.ascontiguousarray(X + 0.0)  # -0.0 and 0.0 are the same value
+    seen: dict[bytes, int] = {}
+    for i in range(Xn.shape[0]):
+        seen.setdefault(Xn[i].tobytes(), i)
+    return np.fromiter(seen.values(), dtype=np.intp, count=len(seen))
+
+
 def _extreme(S, norm, mode: str, tile) -> Pair:
     nrm = _v.norm_choice(norm)
     if nrm == 2.0:
         X = _v.matrix(S, "S", keep_float32=True, min_rows=2)
         xp = array_api_compat.array_namespace(X)
+        if mode == "max":
+            # Exact duplicates do not change the diameter, but they multiply its
+            # ties (a rank-one update has V^2/4 farthest pairs): search the
+            # distinct rows, in order of first occurrence, and map back.
+            first = _first_occurrences(X)
+            if first.size < X.shape[0]:
+                if first.size == 1:
+                    return Pair(0.0, 0, 1)
+                p = extreme_pair_l2(X[first], mode=mode, xp=xp, tile=_tile(tile, _DEFAULT_TILE))
+                return Pair(p.distance, int(first[p.i]), int(first[p.j]))
         return extreme_pair_l2(X, mode=mode, xp=xp, tile=_tile(tile, _DEFAULT_TILE))
     X = _v.matrix(S, "S", min_rows=2)
     bt = None if tile is None else _tile(tile, 1)

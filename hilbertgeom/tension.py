@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 _U64 = float(np.finfo(np.float64).eps) / 2.0
+_ZERO_SUM_RTOL = 1e-6  # |1^T G|_k <= 1e-6 sum_i |G_ik| counts as zero-sum (then projected)
 
 
 # --------------------------------------------------------------------------- results
@@ -88,7 +89,9 @@ class TensionResult:
     gap : float
         ``flow.cost - value >= 0``; ``T(G)`` lies in ``[value, value + gap]``.
     status : str
-        ``"optimal"`` (relative gap within ``tol``) or ``"zero"`` for ``G = 0``.
+        ``"optimal"`` (relative gap within ``tol``; ``max(tol, 1e-6)`` for the
+        cvxpy reference), ``"inaccurate"`` (reference only), or ``"zero"``
+        for ``G = 0``.
     method : str
         ``"alm"``, ``"cvxpy-potential"`` or ``"cvxpy-flow"``.
     centered : bool
@@ -144,7 +147,7 @@ def _divergence(I, J, Y, V):
 
 
 def _zero_sum_matrix(G, center: bool):
-    """Validate ``1^T G = 0`` (to the rounding of the column sums) or project.
+    """Validate ``1^T G = 0`` (to ``1e-6`` of each column's absolute sum) or project.
 
     An accepted ``G`` is still projected with ``P``: that changes it by rounding
     only, makes the balance equations exactly solvable, and leaves
@@ -153,14 +156,17 @@ def _zero_sum_matrix(G, center: bool):
     X = _v.matrix(G, "G", min_rows=2)
     col = X.sum(axis=0)
     scale = np.abs(X).sum(axis=0)
-    worst = float(np.max(np.abs(col) - 4 * X.shape[0] * _U64 * scale - X.shape[0] * 2.0**-1074))
+    # 1e-6 of the column's absolute sum: rounding in how G was computed (p_c - 1 for a
+    # confident prediction, a centring) is far below it; a real non-zero-sum input is not
+    worst = float(np.max(np.abs(col) - _ZERO_SUM_RTOL * scale - X.shape[0] * 2.0**-1074))
     if center:
         return X - X.mean(axis=0), True
     if worst > 0:
         k = int(np.argmax(np.abs(col)))
         raise ValueError(
             f"G must have zero column sums (max |1^T G| = {abs(col[k]):.2e} in column {k}); "
-            "pass center=True to project it with P = I - 11^T/V"
+            "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
+            "gradients of very confident predictions, whose p_c - 1 loses digits)"
         )
     return X - X.mean(axis=0), False
 
@@ -181,12 +187,13 @@ def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, itera
     J = np.asarray(J, dtype=np.intp)
     Y = np.asarray(Y, dtype=np.float64).reshape(len(I), G.shape[1])
     r = G - _divergence(I, J, Y, V)
-    norms = np.linalg.norm(Y, axis=1)
-    raw = float(norms.sum()) + (V - 1) / V * float(np.linalg.norm(r, axis=1).sum())
+    norms = _rownorms(Y) if len(I) else np.zeros(0)  # scaled: no under/overflow of squares
+    raw = float(norms.sum()) + (V - 1) / V * float(_rownorms(r).sum())
     cost = raw * (1.0 + 4.0 * (len(I) + V + G.shape[1]) * _U64)  # rounding of the sums
     keep = norms > 0
     flow = Flow(pairs=np.stack([I[keep], J[keep]], axis=1), vectors=Y[keep], residual=r, cost=cost)
-    gap = max(cost - value, 0.0)
+    # the value <G, potential> is itself rounded (V d products): widen the gap by that
+    gap = max(cost - value, 0.0) + 4.0 * (G.size + 2) * _U64 * abs(value)
     status = "optimal" if gap <= tol * max(value, 1e-300) else "inaccurate"
     return TensionResult(value=value, potential=Pc, flow=flow, gap=gap, status=status, method=method,
                          centered=centered, iterations=iterations, diameter=D)
@@ -285,6 +292,7 @@ def tension_bounds(G, /, *, center=False, tile=2048):
     (1.0, 1.0)
     """
     X, _ = _zero_sum_matrix(G, center)
+    tile = _v.integer(tile, "tile", minimum=1)
     V, d = X.shape
     n = _rownorms(X)
     total = float(n.sum())
@@ -295,9 +303,17 @@ def tension_bounds(G, /, *, center=False, tile=2048):
     Dn = row_diameter(Pn)
     # Dn == 0 only when all rows of G are equal, i.e. G = 0 up to rounding: T = 0 then
     lower = max(float(np.sum(X * Pn)) / Dn, 0.0) if Dn > 0 else 0.0
-    k = int(np.linalg.matrix_rank(X))
-    jung = jung_radius(k) * total * (1.0 + 4 * V * _U64)
-    bal = _balanced_flow_cost(X, int(tile))
+    # Jung on the numerical row space (dimension k) plus Jung in full dimension on
+    # what the truncation leaves out: <G, Phi> = <G W W^T, Phi> + <G (I - W W^T), Phi>
+    _, sv, Wt = np.linalg.svd(X, full_matrices=False)
+    k = int(np.sum(sv > sv[0] * max(V, d) * _U64))
+    W = Wt[:k].T
+    C = X @ W
+    E = X - C @ W.T
+    kfull = min(V - 1, d)
+    jung = (jung_radius(k) * float(_rownorms(C).sum()) + jung_radius(kfull) * float(_rownorms(E).sum()))
+    jung *= 1.0 + 8.0 * (V + d) * _U64
+    bal = _balanced_flow_cost(X, tile)
     if jung <= bal:
         return TensionBounds(lower, jung, "RowNorm potential (I17)", f"Jung J_{k} sum ||g_i|| (I17)")
     return TensionBounds(lower, bal, "RowNorm potential (I17)", "balanced flow (I11)")
@@ -313,6 +329,11 @@ def _balanced_flow_cost(X: np.ndarray, tile: int) -> float:
     """
     V, d = X.shape
     C = X - X.mean(axis=0)
+    m = float(np.abs(C).max())
+    if m == 0.0:
+        return 0.0
+    f = math.ldexp(1.0, -math.frexp(m)[1])  # exact rescaling: no under/overflow of squares
+    C = C * f
     n = (C * C).sum(axis=1)
     N = float(n.max())
     eps = 2.0 * (4 * (d + 2) * _U64) * N + np.finfo(float).tiny
@@ -333,7 +354,7 @@ def _balanced_flow_cost(X: np.ndarray, tile: int) -> float:
                 exact = np.linalg.norm(A[ii] - Bm[jj], axis=1) * (1.0 + 4 * (d + 2) * _U64)
                 Dt[ii, jj] = exact
             total += float(Dt.sum())
-    return total / V * (1.0 + 4 * V * _U64)
+    return total / V / f * (1.0 + 4 * V * _U64)
 
 
 # --------------------------------------------------------------------------- cvxpy reference
@@ -614,6 +635,12 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     References
     ----------
     arXiv 2608.22253 (v2), the minimum-tension dual; identities I10--I13.
+
+    Notes
+    -----
+    ``value`` is the rounded inner product ``<G, potential>``; ``gap`` includes
+    a ``4 (V d + 2) u |value|`` allowance for that rounding, so
+    ``[value, value + gap]`` brackets ``T(G)`` rigorously.
 
     Examples
     --------

@@ -142,3 +142,25 @@ def test_iteration_limit_raises_solver_error():
     with pytest.raises(hg.SolverError, match="iteration limit") as info:
         hg.minimum_enclosing_ball(rng.standard_normal((50, 5)), max_iter=1)
     assert info.value.status == "iteration limit"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cospherical_points_do_not_cycle(seed):
+    """Points on a sphere (and the RowNorm output, all rows at distance 1/2 from one
+    centre) make the active-set walk degenerate; the dual-QP finish certifies them."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((11 + seed, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    b = hg.minimum_enclosing_ball(X)
+    assert b.status.startswith("optimal")
+    assert b.lower <= b.radius and b.gap <= 1e-7 * b.radius
+    # every point inside; and the sphere's own radius is an upper bound on the minimum
+    assert np.sqrt(((X - b.center) ** 2).sum(axis=1)).max() <= b.radius * (1 + 1e-15)
+    assert b.lower <= 1.0 + 1e-12
+
+
+def test_rownorm_output_ball():
+    G = np.random.default_rng(0).standard_normal((64, 8))
+    G -= G.mean(axis=0)
+    b = hg.minimum_enclosing_ball(hg.projected_rownorm(G))
+    assert abs(b.radius - 0.5) <= 1e-7 and b.lower <= 0.5 + 1e-12

@@ -224,3 +224,44 @@ def test_plots(tmp_path):
         assert (tmp_path / f).stat().st_size > 1000
     with pytest.raises(ValueError, match="to draw"):
         plots.plot_configuration(np.zeros((3, 4)), tmp_path / "x.png")
+
+
+# ---------------------------------------------------------------- scalable equalizer
+def test_equalize_rows_raises_separation_and_keeps_efficiency():
+    G = _grad(9, 200, 6)
+    r = hg.equalize_rows(G, eta=1.5, keep=0.97, iters=60)
+    S = r.update
+    assert hg.row_diameter(S) <= 1.5 * (1 + 1e-15)
+    assert np.abs(S.sum(axis=0)).max() <= 1e-12
+    assert r.separation_ratio > r.start_separation_ratio
+    assert r.relative_efficiency >= 0.97
+    assert r.separation_ratio == pytest.approx(hg.closest_pair(S).distance / hg.row_diameter(S), rel=1e-12)
+    assert r.decrease == pytest.approx(-np.sum(G * S), rel=1e-12)
+
+
+def test_equalize_rows_against_the_exact_frontier():
+    """Validation for V <= 12: at the separation it reaches, its decrease is below
+    the Shor SDP bound (it must be) and not far below the best feasible update."""
+    G = _grad(10, 10, 3)
+    r = hg.equalize_rows(G, iters=100, keep=0.95)
+    delta = r.separation_ratio * 0.999
+    ex = hg.equalized_descent(G, delta=delta, eta=r.diameter)
+    assert r.decrease <= ex.upper * (1 + 1e-9)
+    assert ex.update is not None and r.decrease >= 0.9 * ex.lower
+
+
+def test_equalize_rows_in_a_strict_array_namespace():
+    import array_api_strict as xp
+
+    G = _grad(11, 40, 4)
+    a = hg.equalize_rows(G, iters=10)
+    b = hg.equalize_rows(xp.asarray(G), iters=10, xp=xp)
+    assert b.separation_ratio == pytest.approx(a.separation_ratio, rel=1e-9)
+    assert b.decrease == pytest.approx(a.decrease, rel=1e-9)
+
+
+def test_equalize_rows_bad_input():
+    with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
+        hg.equalize_rows(_grad(1, 5, 2), keep=1.5)
+    with pytest.raises(ValueError, match="eta must be > 0"):
+        hg.equalize_rows(_grad(1, 5, 2), eta=0.0)
