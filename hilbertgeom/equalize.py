@@ -147,29 +147,37 @@ class SeparationResult:
     restarts: int
 
 
+def _pair_squares(n: int, d: int, extra: int = 0):
+    """``sq(x)``: squared distances of all pairs of the ``n x d`` points in the first
+    ``n d`` entries of ``x``; ``jac(x)``: their Jacobian (``extra`` trailing columns zero)."""
+    iu, ju = np.triu_indices(n, 1)
+    rows = np.arange(len(iu))
+
+    def sq(x):
+        D = x[: n * d].reshape(n, d)
+        D = D[iu] - D[ju]
+        return np.einsum("ij,ij->i", D, D)
+
+    def jac(x):
+        D = x[: n * d].reshape(n, d)
+        D = D[iu] - D[ju]
+        J = np.zeros((len(iu), n * d + extra))
+        for c in range(d):
+            J[rows, iu * d + c] = 2 * D[:, c]
+            J[rows, ju * d + c] = -2 * D[:, c]
+        return J
+
+    return sq, jac
+
+
 def _local_search(x0: np.ndarray, n: int, d: int):
     """Maximise ``t`` s.t. ``t <= ||x_i - x_j||^2 <= 1`` from ``x0`` (SLSQP)."""
     from scipy.optimize import minimize
 
-    iu, ju = np.triu_indices(n, 1)
-    m = len(iu)
-
-    def sq(z):
-        X = z[:-1].reshape(n, d)
-        D = X[iu] - X[ju]
-        return D, np.einsum("ij,ij->i", D, D)
-
-    def jac_sq(z):
-        D, _ = sq(z)
-        Jm = np.zeros((m, n * d + 1))
-        rows = np.arange(m)
-        for c in range(d):
-            Jm[rows, iu * d + c] = 2 * D[:, c]
-            Jm[rows, ju * d + c] = -2 * D[:, c]
-        return Jm
+    sq, jac_sq = _pair_squares(n, d, extra=1)
 
     def cons_low(z):
-        return sq(z)[1] - z[-1]
+        return sq(z) - z[-1]
 
     def jac_low(z):
         Jm = jac_sq(z)
@@ -177,13 +185,13 @@ def _local_search(x0: np.ndarray, n: int, d: int):
         return Jm
 
     def cons_high(z):
-        return 1.0 - sq(z)[1]
+        return 1.0 - sq(z)
 
     def jac_high(z):
         return -jac_sq(z)
 
     X0 = x0 / max(row_diameter(x0), 1e-300)
-    t0 = float(sq(np.r_[X0.ravel(), 0.0])[1].min())
+    t0 = float(sq(np.r_[X0.ravel(), 0.0]).min())
     res = minimize(lambda z: -z[-1], np.r_[X0.ravel(), t0],
                    jac=lambda z: np.r_[np.zeros(n * d), -1.0], method="SLSQP",
                    constraints=[{"type": "ineq", "fun": cons_low, "jac": jac_low},
@@ -332,24 +340,8 @@ def _repair(G: np.ndarray, S0: np.ndarray, delta: float, eta: float):
     from scipy.optimize import minimize
 
     V, d = G.shape
-    iu, ju = np.triu_indices(V, 1)
-    m = len(iu)
     target = delta * (1 + 1e-6)
-
-    def jac_sq(x):
-        X = x.reshape(V, d)
-        D = X[iu] - X[ju]
-        J = np.zeros((m, V * d))
-        rows = np.arange(m)
-        for c in range(d):
-            J[rows, iu * d + c] = 2 * D[:, c]
-            J[rows, ju * d + c] = -2 * D[:, c]
-        return J
-
-    def sq(x):
-        X = x.reshape(V, d)
-        D = X[iu] - X[ju]
-        return np.einsum("ij,ij->i", D, D)
+    sq, jac_sq = _pair_squares(V, d)
 
     cons = [
         {"type": "ineq", "fun": lambda x: eta**2 - sq(x), "jac": lambda x: -jac_sq(x)},
