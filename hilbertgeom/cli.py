@@ -52,7 +52,26 @@ def _verify(args) -> int:
     only = [s for part in (args.only or []) for s in part.split(",") if s.strip()]
     t0 = time.perf_counter()
     try:
-        rows = run_checks(seed=args.seed, quick=args.quick, only=only or None)
+        from .verify import CHECKS
+
+        try:
+            from .proofs import PROOFS, run_proofs
+        except ImportError:  # a source tree without the installed proofs package
+            PROOFS, run_proofs = {}, None
+        known = {c.identity.upper() for c in CHECKS} | set(PROOFS)
+        unknown = sorted({s.strip().upper() for s in only} - known)
+        if unknown:
+            raise ValueError(f"unknown identity id(s) {unknown}")
+        numeric_only = [s for s in only if s.strip().upper() in {c.identity.upper() for c in CHECKS}]
+        rows = [] if only and not numeric_only else run_checks(seed=args.seed, quick=args.quick,
+                                                                only=numeric_only or None)
+        if run_proofs is not None:
+            from .verify import CheckResult
+
+            for pr in run_proofs(seed=args.seed, quick=args.quick, only=only or None):
+                rows.append(CheckResult(pr.identity, pr.claim, f"proof: {pr.method}", pr.trials, pr.worst,
+                                        pr.tol, pr.verdict,
+                                        "failed steps: " + "; ".join(pr.failed) if pr.failed else ""))
     except ValueError as exc:
         print(f"hilbertgeom verify: {exc}", file=sys.stderr)
         return 2

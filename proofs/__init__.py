@@ -1,12 +1,47 @@
 """hilbertgeom.proofs: machine-checked derivations of the identities.
 
 Installed from the top-level ``proofs/`` folder as ``hilbertgeom.proofs``; the
-core never imports it.  One module per identity (or tight group), each with
-the claim, its source and a ``check()`` (symbolic with sympy where the claim is
-algebraic).
+core never imports it (``hilbertgeom verify`` runs it through the CLI).  Each
+``check_iN()`` states the claim, cites its source, proves the algebraic steps
+with sympy and, where the claim is about the library's numbers, runs a
+seeded numeric check; it returns a :class:`ProofResult`.
 
-Status: the derivations are not written yet; ``hilbertgeom verify`` currently
-checks identities I1--I9 numerically (see :mod:`hilbertgeom.verify`).
+Written so far: I1, I2, I4 (``proofs.metric``); I8, I11, I13, I14, I16, I19,
+I20 (``proofs.tension``).  The remaining identities are checked numerically
+by ``hilbertgeom verify`` only.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from . import metric, tension
+from ._base import ProofResult
+
+__all__ = ["PROOFS", "ProofResult", "run_proofs"]
+
+PROOFS = {
+    "I1": metric.check_i1,
+    "I2": metric.check_i2,
+    "I4": metric.check_i4,
+    "I8": tension.check_i8,
+    "I11": tension.check_i11,
+    "I13": tension.check_i13,
+    "I14": tension.check_i14,
+    "I16": tension.check_i16,
+    "I19": tension.check_i19,
+    "I20": tension.check_i20,
+}
+
+
+def run_proofs(*, seed: int = 0, quick: bool = False, only=None) -> list[ProofResult]:
+    """Run the proof checks (optionally only some identities); a crash is a failure."""
+    out = []
+    wanted = None if not only else {s.strip().upper() for s in only}
+    for ident, fn in PROOFS.items():
+        if wanted and ident not in wanted:
+            continue
+        try:
+            out.append(fn(seed=seed, quick=quick))
+        except Exception as exc:  # reported, never hidden
+            out.append(ProofResult(ident, "", "", "symbolic", 0, float("inf"), 0.0, False, (),
+                                   (f"{type(exc).__name__}: {exc}",)))
+    return out

@@ -18,13 +18,14 @@ def test_verify_quick_passes_and_prints_every_identity(capsys):
     assert code == 0
     for k in range(1, 22):
         assert f"\nI{k} " in out
-    assert "21 passed, 0 failed" in out
+    assert "31 passed, 0 failed" in out  # 21 numeric rows + 10 proofs
 
 
 def test_verify_json_and_only(capsys):
     assert cli.main(["verify", "--quick", "--json", "--only", "I4,I7"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [r["identity"] for r in data["rows"]] == ["I4", "I7"]
+    assert [r["identity"] for r in data["rows"]] == ["I4", "I7", "I4"]  # numeric I4, I7, then the I4 proof
+    assert data["rows"][2]["method"].startswith("proof:")
     assert data["passed"] is True
     assert all(r["trials"] > 0 and r["worst"] <= r["tol"] for r in data["rows"])
 
@@ -74,4 +75,4 @@ def test_console_script_runs_the_full_verify_under_a_minute():
     res = subprocess.run([sys.executable, "-m", "hilbertgeom.cli", "verify"], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "21 passed, 0 failed" in res.stdout
+    assert "31 passed, 0 failed" in res.stdout

@@ -1,0 +1,111 @@
+r"""Algebraic content of I8, I11, I13, I14, I16, I19, I20.
+
+* **I8** $\|p - e_c\|_1 = 2(1 - p_c)$ when $\sum_i p_i = 1$, so
+  $\|S^\top(p - e_c)\| \le D(S)(1 - p_c)$.
+* **I11** $\sum_{j \ne i} (g_i - g_j)/V = g_i$ when $\sum_j g_j = 0$.
+* **I13** $\phi_i - \bar\phi = \frac1V\sum_j(\phi_i - \phi_j)$.
+* **I14** the centred regular $k$-simplex $v_i = e_i - \mathbf 1/(k+1)$ has
+  $\|v_i\|^2 = k/(k+1)$ and edge$^2 = 2$, so circumradius / edge $= J_k$.
+* **I16** $\frac{1/2}{J_k} = \sqrt{\frac{k+1}{2k}}$.
+* **I19** the Gram matrix of $x_j - x_1$ for $n$ unit-equidistant points is
+  $\frac12(I + \mathbf 1\mathbf 1^\top)$, positive definite, so $n - 1 \le d$.
+* **I20** $\frac{n d'}{(n-1)(d'+1)} = 1$ at $n = d + 1$, and $< 1$ beyond.
+
+Source: arXiv 2608.22253 (both versions); Jung (1901).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from ._base import ProofResult, Steps
+
+__all__ = ["check_i8", "check_i11", "check_i13", "check_i14", "check_i16", "check_i19", "check_i20"]
+
+
+def check_i8(*, seed: int = 0, quick: bool = False) -> ProofResult:
+    st = Steps()
+    for V in (2, 3, 5):
+        p = sp.symbols(f"p1:{V + 1}", nonnegative=True)
+        for c in range(V):
+            # ||p - e_c||_1 = sum_{i != c} p_i + (1 - p_c), with sum p = 1
+            l1 = sum(p[i] for i in range(V) if i != c) + (1 - p[c])
+            st.zero(f"V={V}, c={c}: ||p - e_c||_1 = 2(1 - p_c)", (l1 - 2 * (1 - p[c])).subs(p[c], 1 - sum(p[i] for i in range(V) if i != c)))
+    return st.result("I8", "||p - e_c||_1 = 2 (1 - p_c): the cross-entropy form of the backward bound",
+                     "arXiv 2608.22253")
+
+
+def check_i11(*, seed: int = 0, quick: bool = False) -> ProofResult:
+    st = Steps()
+    for V in (2, 3, 4, 6):
+        g = sp.symbols(f"g1:{V + 1}")
+        last = -sum(g[:-1])  # sum g = 0
+        gg = list(g[:-1]) + [last]
+        for i in range(V):
+            st.zero(f"V={V}: balance at {i}", sum((gg[i] - gg[j]) / V for j in range(V) if j != i) - gg[i])
+    return st.result("I11", "the balanced flow (g_i - g_j)/V balances a zero-sum G", "arXiv 2608.22253")
+
+
+def check_i13(*, seed: int = 0, quick: bool = False) -> ProofResult:
+    st = Steps()
+    for V in (2, 3, 5):
+        f = sp.symbols(f"f1:{V + 1}")
+        mean = sum(f) / V
+        for i in range(V):
+            st.zero(f"V={V}: phi_{i} - mean = (1/V) sum_j (phi_i - phi_j)", (f[i] - mean) - sum(f[i] - f[j] for j in range(V)) / V)
+    Vs = sp.Symbol("V", positive=True)
+    st.true("(V-1)/V <= 1 for V > 0", sp.simplify(1 - (Vs - 1) / Vs - 1 / Vs) == 0)
+    return st.result("I13", "centred potentials: phi_i = (1/V) sum_j (phi_i - phi_j), so ||phi_i|| <= (V-1)/V",
+                     "arXiv 2608.22253")
+
+
+def check_i14(*, seed: int = 0, quick: bool = False) -> ProofResult:
+    st = Steps()
+    k = sp.Symbol("k", positive=True, integer=True)
+    norm2 = (1 - 1 / (k + 1)) ** 2 + k * (1 / (k + 1)) ** 2
+    st.zero("||v_i||^2 = k/(k+1)", norm2 - k / (k + 1))
+    st.zero("(circumradius / edge)^2 = J_k^2", norm2 / 2 - k / (2 * (k + 1)))
+    for kk in range(1, 7 if quick else 10):  # explicit vertices
+        V = kk + 1
+        v = [sp.Matrix([sp.KroneckerDelta(i, j) - sp.Rational(1, V) for j in range(V)]) for i in range(V)]
+        st.zero(f"k={kk}: ||v_0||^2", v[0].dot(v[0]) - sp.Rational(kk, kk + 1))
+        st.zero(f"k={kk}: edge^2", (v[0] - v[1]).dot(v[0] - v[1]) - 2)
+        st.zero(f"k={kk}: T = J_k sum ||g_i|| via Phi = G / edge",
+                sum(vi.dot(vi) for vi in v) / sp.sqrt(2) - sp.sqrt(sp.Rational(kk, 2 * (kk + 1))) * V * sp.sqrt(sp.Rational(kk, kk + 1)))
+    return st.result("I14", "regular simplex: T = J_k sum ||g_i|| (circumradius = J_k * edge)", "Jung (1901); arXiv 2608.22253")
+
+
+def check_i16(*, seed: int = 0, quick: bool = False, half: sp.Rational = sp.Rational(1, 2)) -> ProofResult:
+    st = Steps()
+    k = sp.Symbol("k", positive=True)
+    J = sp.sqrt(k / (2 * (k + 1)))
+    st.zero("(1/2) / J_k = sqrt((k+1)/(2k))", sp.simplify((half / J) ** 2 - (k + 1) / (2 * k)))
+    st.true("sqrt((k+1)/(2k)) -> 1/sqrt(2) as k -> oo", sp.limit(sp.sqrt((k + 1) / (2 * k)), k, sp.oo) == 1 / sp.sqrt(2))
+    return st.result("I16", "RowNorm ratio sqrt((k+1)/(2k)) = (1/2)/J_k, sharp on the simplex", "arXiv 2608.22253 (v2)")
+
+
+def check_i19(*, seed: int = 0, quick: bool = False) -> ProofResult:
+    st = Steps()
+    for n in range(2, 8 if quick else 12):
+        Gm = (sp.eye(n - 1) + sp.ones(n - 1, n - 1)) / 2
+        st.true(f"n={n}: Gram (I + 11^T)/2 positive definite", Gm.is_positive_definite)
+        st.zero(f"n={n}: det = n / 2^(n-1)", Gm.det() - sp.Rational(n, 2 ** (n - 1)))
+    return st.result("I19", "n unit-equidistant points span n-1 dimensions: at most d+1 in R^d", "classical; arXiv 2608.22253 (v1)")
+
+
+def check_i20(*, seed: int = 0, quick: bool = False) -> ProofResult:
+    st = Steps()
+    d = sp.Symbol("d", positive=True)
+    st.zero("tight at n = d + 1", ((d + 1) * d / (d * (d + 1))) - 1)
+    n = sp.Symbol("n", positive=True)
+    # for n > d+1 (d' = d): 1 - n d/((n-1)(d+1)) = (n - d - 1)/((n-1)(d+1)) > 0
+    st.zero("1 - bound = (n - d - 1)/((n-1)(d+1))", 1 - n * d / ((n - 1) * (d + 1)) - (n - d - 1) / ((n - 1) * (d + 1)))
+    st.zero("sum of squares: n sum ||x_i - c||^2 = sum_{i<j} ||x_i - x_j||^2 (n = 4, 1-D)",
+            _sum_squares_identity(4))
+    return st.result("I20", "delta*(n,d)^2 <= n d'/((n-1)(d'+1)), tight at n = d+1", "Jung (1901); arXiv 2608.22253 (v1)")
+
+
+def _sum_squares_identity(n: int):
+    x = sp.symbols(f"x1:{n + 1}", real=True)
+    c = sum(x) / n
+    return n * sum((xi - c) ** 2 for xi in x) - sum((x[i] - x[j]) ** 2 for i in range(n) for j in range(i + 1, n))
