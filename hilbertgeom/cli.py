@@ -56,8 +56,13 @@ def _verify(args) -> int:
 
         try:
             from .proofs import PROOFS, run_proofs
-        except ImportError:  # a source tree without the installed proofs package
-            PROOFS, run_proofs = {}, None
+        except ImportError:
+            try:  # running from a source checkout: proofs/ is the top-level folder
+                from proofs import PROOFS, run_proofs
+            except ImportError:
+                print("hilbertgeom verify: the proofs package is missing (hilbertgeom.proofs); "
+                      "reinstall hilbertgeom", file=sys.stderr)
+                return 2
         known = {c.identity.upper() for c in CHECKS} | set(PROOFS)
         unknown = sorted({s.strip().upper() for s in only} - known)
         if unknown:
@@ -65,13 +70,12 @@ def _verify(args) -> int:
         numeric_only = [s for s in only if s.strip().upper() in {c.identity.upper() for c in CHECKS}]
         rows = [] if only and not numeric_only else run_checks(seed=args.seed, quick=args.quick,
                                                                 only=numeric_only or None)
-        if run_proofs is not None:
-            from .verify import CheckResult
+        from .verify import CheckResult
 
-            for pr in run_proofs(seed=args.seed, quick=args.quick, only=only or None):
-                rows.append(CheckResult(pr.identity, pr.claim, f"proof: {pr.method}", pr.trials, pr.worst,
-                                        pr.tol, pr.verdict,
-                                        "failed steps: " + "; ".join(pr.failed) if pr.failed else ""))
+        for pr in run_proofs(seed=args.seed, quick=args.quick, only=only or None):
+            rows.append(CheckResult(pr.identity, pr.claim, f"proof: {pr.method}", pr.trials, pr.worst,
+                                    pr.tol, pr.verdict,
+                                    "failed steps: " + "; ".join(pr.failed) if pr.failed else ""))
     except ValueError as exc:
         print(f"hilbertgeom verify: {exc}", file=sys.stderr)
         return 2

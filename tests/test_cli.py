@@ -70,9 +70,10 @@ def test_a_crashing_check_is_reported_as_failure(monkeypatch):
 
 
 @pytest.mark.slow
-def test_console_script_runs_the_full_verify_under_a_minute():
-    """The installed entry point, as a user runs it (full, not --quick)."""
+def test_console_script_runs_the_full_verify_under_a_minute(tmp_path):
+    """The installed package, as a user runs it (full, not --quick); from another
+    folder, so that a source checkout in the working directory cannot shadow it."""
     res = subprocess.run([sys.executable, "-m", "hilbertgeom.cli", "verify"], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "31 passed, 0 failed" in res.stdout
