@@ -72,7 +72,18 @@ def check_i14(*, seed: int = 0, quick: bool = False) -> ProofResult:
         st.zero(f"k={kk}: edge^2", (v[0] - v[1]).dot(v[0] - v[1]) - 2)
         st.zero(f"k={kk}: T = J_k sum ||g_i|| via Phi = G / edge",
                 sum(vi.dot(vi) for vi in v) / sp.sqrt(2) - sp.sqrt(sp.Rational(kk, 2 * (kk + 1))) * V * sp.sqrt(sp.Rational(kk, kk + 1)))
-    return st.result("I14", "regular simplex: T = J_k sum ||g_i|| (circumradius = J_k * edge)", "Jung (1901); arXiv 2608.22253")
+    # rank one, G = g h^T with sum g = 0: the potential phi_i = sign(g_i) h / (2||h||) has
+    # diameter 1 and value ||g||_1 ||h|| / 2 (here g = (g1, g2, -(g1 + g2)), g1, g2 > 0)
+    g1, g2 = sp.symbols("g1 g2", positive=True)
+    h = sp.Matrix(sp.symbols("h1:3", real=True))
+    hn = sp.sqrt(h.dot(h))
+    g = [g1, g2, -(g1 + g2)]
+    phi = [sp.sign(gi) * h / (2 * hn) for gi in g]
+    value = sum((g[i] * h).dot(phi[i]) for i in range(3))
+    st.zero("rank one: <g h^T, Phi> = ||g||_1 ||h|| / 2", sp.simplify(value - (g1 + g2 + (g1 + g2)) * hn / 2))
+    st.zero("rank one: ||phi_1 - phi_3|| = 1", sp.simplify((phi[0] - phi[2]).dot(phi[0] - phi[2]) - 1))
+    return st.result("I14", "closed forms: regular simplex T = J_k sum ||g_i||; rank one T = ||g||_1 ||h|| / 2",
+                     "Jung (1901); arXiv 2608.22253")
 
 
 def check_i16(*, seed: int = 0, quick: bool = False, half: sp.Rational = sp.Rational(1, 2)) -> ProofResult:

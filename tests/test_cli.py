@@ -18,7 +18,7 @@ def test_verify_quick_passes_and_prints_every_identity(capsys):
     assert code == 0
     for k in range(1, 22):
         assert f"\nI{k} " in out
-    assert "31 passed, 0 failed" in out  # 21 numeric rows + 10 proofs
+    assert "42 passed, 0 failed" in out  # 21 numeric rows + 21 proofs
 
 
 def test_verify_json_and_only(capsys):
@@ -76,4 +76,4 @@ def test_console_script_runs_the_full_verify_under_a_minute(tmp_path):
     res = subprocess.run([sys.executable, "-m", "hilbertgeom.cli", "verify"], capture_output=True, text=True,
                          timeout=60, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "31 passed, 0 failed" in res.stdout
+    assert "42 passed, 0 failed" in res.stdout
