@@ -332,7 +332,7 @@ def _shor_sdp(G: np.ndarray, delta: float, eta: float):
         raise SolverError(f"Shor SDP: cvxpy/CLARABEL returned status {prob.status!r}", status=str(prob.status))
     # the interior-point value is accurate to its gap tolerance; widen the bound by it
     value = float(prob.value)
-    return value + 1e-7 * max(1.0, abs(value)), np.asarray(S.value)
+    return value + 1e-7 * abs(value), np.asarray(S.value)
 
 
 def _repair(G: np.ndarray, S0: np.ndarray, delta: float, eta: float):
@@ -361,6 +361,17 @@ def _repair(G: np.ndarray, S0: np.ndarray, delta: float, eta: float):
     if row_diameter(S) <= eta and sep >= delta * eta:
         return S, sep
     return None
+
+
+def _fit_diameter(S: np.ndarray, eta: float) -> np.ndarray:
+    """Centre ``S`` and shrink it until ``D(S) <= eta`` holds in float64 (exact kernel)."""
+    S = S - S.mean(axis=0)
+    for _ in range(8):
+        D = row_diameter(S)
+        if D <= eta:
+            return S
+        S = S * (eta / D) * (1.0 - 2.0**-52)
+    return S
 
 
 def equalized_descent(G, /, *, delta, eta=1.0, center=False, restarts=4, seed=0):
@@ -415,35 +426,46 @@ def equalized_descent(G, /, *, delta, eta=1.0, center=False, restarts=4, seed=0)
     restarts = _v.integer(restarts, "restarts", minimum=0)
     if delta == 0.0:
         ten = min_tension(X)
-        S = -eta * ten.potential
-        return EqualizedResult(lower=eta * ten.value, upper=eta * ten.flow.cost, update=S,
-                               separation=closest_pair(S).distance, gap=eta * ten.gap, status="optimal",
+        S = _fit_diameter(-eta * ten.potential, eta)
+        return EqualizedResult(lower=-float(np.sum(X * S)), upper=eta * ten.flow.cost, update=S,
+                               separation=closest_pair(S).distance if V > 1 else 0.0,
+                               gap=max(eta * ten.flow.cost + float(np.sum(X * S)), 0.0), status=ten.status,
                                delta=0.0, eta=eta, upper_source="min_tension flow certificate (I10)")
     lim = equidistant_limit(V, d)
     if delta > lim.upper:
         return EqualizedResult(lower=-math.inf, upper=-math.inf, update=None, separation=0.0, gap=0.0,
                                status="infeasible", delta=delta, eta=eta,
                                upper_source=f"delta > {lim.upper:.6g}: {lim.source}")
-    upper, S_sdp = _shor_sdp(X, delta, eta)
+    # the problem is homogeneous: solve at unit mean row norm and eta = 1, then scale back
+    gscale = float(np.linalg.norm(X, axis=1).mean())
+    if gscale == 0.0:
+        gscale = 1.0
+    Xs = X / gscale
+    upper_s, S_sdp = _shor_sdp(Xs, delta, 1.0)
+    upper = upper_s * gscale * eta
     rng = np.random.default_rng(seed)
-    starts = [S_sdp, projected_rownorm(X, eta=eta)]
+    starts = [S_sdp, projected_rownorm(Xs, eta=1.0)]
     for _ in range(restarts):
         R = rng.standard_normal((V, d))
-        starts.append(eta * (R - R.mean(axis=0)) / max(row_diameter(R), 1e-300))
+        starts.append((R - R.mean(axis=0)) / max(row_diameter(R), 1e-300))
     best = None
     for S0 in starts:
-        out = _repair(X, S0, delta, eta)
+        out = _repair(Xs, S0, delta, 1.0)
         if out is not None:
-            dec = -float(np.sum(X * out[0]))
+            S = _fit_diameter(eta * out[0], eta)
+            sep = closest_pair(S).distance
+            if sep < delta * eta:
+                continue
+            dec = -float(np.sum(X * S))
             if best is None or dec > best[0]:
-                best = (dec, out[0], out[1])
+                best = (dec, S, sep)
     if best is None:
         return EqualizedResult(lower=-math.inf, upper=upper, update=None, separation=0.0, gap=math.inf,
                                status="no feasible update found", delta=delta, eta=eta,
                                upper_source="Shor SDP relaxation (I21)")
     dec, S, sep = best
     gap = max(upper - dec, 0.0)
-    status = "optimal" if gap <= 1e-6 * max(1.0, abs(upper)) else "feasible"
+    status = "optimal" if gap <= 1e-6 * abs(upper) else "feasible"
     return EqualizedResult(lower=dec, upper=upper, update=S, separation=sep, gap=gap, status=status,
                            delta=delta, eta=eta, upper_source="Shor SDP relaxation (I21)")
 
@@ -495,7 +517,7 @@ def max_separation_at_decrease(G, /, *, eps, eta=1.0, center=False, seed=0, iter
     if eps > 1.0:
         raise ValueError(f"eps must be in [0, 1]; got {eps:g}")
     eta = _v.scalar(eta, "eta", minimum=0.0, strict=True)
-    need = (1.0 - eps) * eta * min_tension(X).value
+    need = (1.0 - eps) * eta * min_tension(X).flow.cost  # certified upper value of T: conservative
     good = equalized_descent(X, delta=0.0, eta=eta)
     lo, hi, bad = 0.0, 1.0, math.inf
     for _ in range(_v.integer(iters, "iters", minimum=1)):
@@ -663,6 +685,9 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
         if D > 0:
             T = T * (eta / D)
         Dt = extreme_pair_l2(T, mode="max", xp=xp, tile=tile).distance
+        while Dt > eta:  # rounding: shrink by an ulp until D <= eta holds in float64
+            T = T * (1.0 - 2.0**-52)
+            Dt = extreme_pair_l2(T, mode="max", xp=xp, tile=tile).distance
         if Dt == 0 or -float(xp.sum(X * T)) / Dt < keep * eff0:
             break
         S = T

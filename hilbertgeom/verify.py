@@ -622,7 +622,9 @@ def _i20(rng, quick):
         dp = min(d, n - 1)
         bound = math.sqrt(n * dp / ((n - 1) * (dp + 1)))
         acc.le(ratio, bound, f"random n={n} d={d}")
-        acc.le(equidistant_limit(n, d).upper, bound, f"reported bound n={n} d={d}")
+        lim = equidistant_limit(n, d)
+        if not lim.possible and d > 1:
+            acc.eq(lim.upper, bound, f"reported bound = formula n={n} d={d}")
     for d in range(1, 12):
         n = d + 1
         acc.eq(math.sqrt(n * d / ((n - 1) * (d + 1))), 1.0, f"tight at V = d+1, d={d}")

@@ -47,13 +47,13 @@ class Steps:
     def zero(self, name: str, expr) -> None:
         """A step that holds iff ``expr`` simplifies to 0."""
         ok = sp.simplify(sp.expand(expr)) == 0
-        if not ok:  # a second, stronger attempt before declaring failure
-            ok = sp.simplify(sp.expand_log(sp.expand(expr), force=True).rewrite(sp.exp)) == 0
+        if not ok:  # logs expanded only as the symbols' assumptions allow (no force=True)
+            ok = sp.simplify(sp.expand_log(sp.expand(expr)).rewrite(sp.exp)) == 0
         (self.steps if ok else self.failed).append(name)
 
-    def true(self, name: str, cond: bool) -> None:
-        """A step decided by sympy (a bool or a sympy relational that evaluates)."""
-        ok = bool(cond)
+    def true(self, name: str, cond) -> None:
+        """A step that holds iff ``cond`` is Python/sympy True (undecided counts as false)."""
+        ok = (cond is True) or (cond is sp.true) or (isinstance(cond, bool) and cond)
         (self.steps if ok else self.failed).append(name)
 
     def residual(self, value: float, scale: float = 1.0) -> None:

@@ -62,7 +62,8 @@ def _cross_ratio_delta(A) -> float:
 def check_i5(*, seed: int = 0, quick: bool = False) -> ProofResult:
     st = Steps()
     a, b, c, d = sp.symbols("a b c d", positive=True)
-    st.zero("2x2 cross-ratios are reciprocal", (a * d / (b * c)) * (b * c / (a * d)) - 1)
+    # the cross-ratios of a 2x2 matrix are 1, ad/(bc) and bc/(ad): their logs are 0 and +-log(ad/bc)
+    st.zero("log(bc/(ad)) = -log(ad/(bc))", sp.expand_log(sp.log(b * c / (a * d)) + sp.log(a * d / (b * c))))
     from hilbertgeom import birkhoff_contraction, hilbert_distance
 
     rng = np.random.default_rng(seed)

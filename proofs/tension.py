@@ -54,7 +54,7 @@ def check_i13(*, seed: int = 0, quick: bool = False) -> ProofResult:
         for i in range(V):
             st.zero(f"V={V}: phi_{i} - mean = (1/V) sum_j (phi_i - phi_j)", (f[i] - mean) - sum(f[i] - f[j] for j in range(V)) / V)
     Vs = sp.Symbol("V", positive=True)
-    st.true("(V-1)/V <= 1 for V > 0", sp.simplify(1 - (Vs - 1) / Vs - 1 / Vs) == 0)
+    st.true("(V-1)/V - 1 = -1/V < 0 for V > 0", sp.simplify((Vs - 1) / Vs - 1).is_negative)
     return st.result("I13", "centred potentials: phi_i = (1/V) sum_j (phi_i - phi_j), so ||phi_i|| <= (V-1)/V",
                      "arXiv 2608.22253")
 
@@ -111,8 +111,22 @@ def check_i20(*, seed: int = 0, quick: bool = False) -> ProofResult:
     n = sp.Symbol("n", positive=True)
     # for n > d+1 (d' = d): 1 - n d/((n-1)(d+1)) = (n - d - 1)/((n-1)(d+1)) > 0
     st.zero("1 - bound = (n - d - 1)/((n-1)(d+1))", 1 - n * d / ((n - 1) * (d + 1)) - (n - d - 1) / ((n - 1) * (d + 1)))
-    st.zero("sum of squares: n sum ||x_i - c||^2 = sum_{i<j} ||x_i - x_j||^2 (n = 4, 1-D)",
-            _sum_squares_identity(4))
+    for n_ in (3, 4, 5):
+        st.zero(f"sum of squares: n sum |x_i - c|^2 = sum_(i<j) |x_i - x_j|^2 (n = {n_}, per coordinate)",
+                _sum_squares_identity(n_))
+    x = sp.symbols("x1:4", real=True)
+    yv = sp.Symbol("y", real=True)
+    c = sum(x) / 3
+    st.zero("the centroid minimises sum |x_i - y|^2: excess = n |y - c|^2",
+            sum((xi - yv) ** 2 for xi in x) - sum((xi - c) ** 2 for xi in x) - 3 * (yv - c) ** 2)
+    from hilbertgeom import equidistant_limit
+
+    for n_ in range(3, 15):
+        for d_ in range(1, 6):
+            lim = equidistant_limit(n_, d_)
+            dp = min(d_, n_ - 1)
+            want = 1.0 if n_ <= d_ + 1 else (1.0 / (n_ - 1) if d_ == 1 else (n_ * dp / ((n_ - 1) * (dp + 1))) ** 0.5)
+            st.residual(lim.upper - want)
     return st.result("I20", "delta*(n,d)^2 <= n d'/((n-1)(d'+1)), tight at n = d+1", "Jung (1901); arXiv 2608.22253 (v1)")
 
 

@@ -265,3 +265,24 @@ def test_equalize_rows_bad_input():
         hg.equalize_rows(_grad(1, 5, 2), keep=1.5)
     with pytest.raises(ValueError, match="eta must be > 0"):
         hg.equalize_rows(_grad(1, 5, 2), eta=0.0)
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 1e6])
+def test_equalized_descent_is_scale_free(scale):
+    """Status and relative gap do not depend on the scale of G (the problem is homogeneous)."""
+    G = _grad(3, 5, 2)
+    ref = hg.equalized_descent(G, delta=0.3, restarts=3)
+    r = hg.equalized_descent(G * scale, delta=0.3, restarts=3)
+    assert r.status == ref.status
+    assert r.gap / abs(r.upper) == pytest.approx(ref.gap / abs(ref.upper), rel=1e-6)
+    assert r.upper <= scale * hg.min_tension(G).flow.cost * (1 + 1e-6)
+
+
+def test_updates_never_exceed_eta_by_rounding():
+    for seed in range(30):
+        G = _grad(100 + seed, 6, 2)
+        eta = float(np.random.default_rng(seed).uniform(0.3, 3.0))
+        assert hg.row_diameter(hg.equalized_descent(G, delta=0.0, eta=eta).update) <= eta
+    G = _grad(7, 50, 3)
+    r = hg.equalize_rows(G, eta=0.7, iters=15)
+    assert hg.row_diameter(r.update) <= 0.7
