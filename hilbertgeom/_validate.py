@@ -106,6 +106,34 @@ def vector(x, name: str, *, length: int | None = None) -> np.ndarray:
     return a
 
 
+ZERO_SUM_RTOL = 1e-6  # |1^T G|_k <= 1e-6 sum_i |G_ik| counts as zero-sum (then projected)
+
+
+def zero_sum_matrix(G, center: bool):
+    """Validate ``1^T G = 0`` (to ``1e-6`` of each column's absolute sum) or project.
+
+    An accepted ``G`` is still projected with ``P``: that changes it by rounding
+    only, makes the balance equations exactly solvable, and leaves
+    ``<G, Phi>`` unchanged for every centred ``Phi``.
+    """
+    X = matrix(G, "G", min_rows=2)
+    col = X.sum(axis=0)
+    scale = np.abs(X).sum(axis=0)
+    # 1e-6 of the column's absolute sum: rounding in how G was computed (p_c - 1 for a
+    # confident prediction, a centring) is far below it; a real non-zero-sum input is not
+    worst = float(np.max(np.abs(col) - ZERO_SUM_RTOL * scale - X.shape[0] * 2.0**-1074))
+    if center:
+        return X - X.mean(axis=0), True
+    if worst > 0:
+        k = int(np.argmax(np.abs(col)))
+        raise ValueError(
+            f"G must have zero column sums (max |1^T G| = {abs(col[k]):.2e} in column {k}); "
+            "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
+            "gradients of very confident predictions, whose p_c - 1 loses digits)"
+        )
+    return X - X.mean(axis=0), False
+
+
 def nonnegative(a: np.ndarray, name: str) -> np.ndarray:
     if a.size and (a < 0).any():
         raise ValueError(f"{name} must be nonnegative; smallest entry is {a.min():.6g}")

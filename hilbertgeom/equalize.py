@@ -415,9 +415,9 @@ def equalized_descent(G, /, *, delta, eta=1.0, center=False, restarts=4, seed=0)
     >>> round(r.lower, 9), round(r.upper, 9), r.status
     (1.0, 1.0, 'optimal')
     """
-    from .tension import _zero_sum_matrix, min_tension, projected_rownorm
+    from .tension import min_tension, projected_rownorm
 
-    X, _ = _zero_sum_matrix(G, center)
+    X, _ = _v.zero_sum_matrix(G, center)
     V, d = X.shape
     delta = _v.scalar(delta, "delta", minimum=0.0)
     if delta > 1.0:
@@ -510,9 +510,9 @@ def max_separation_at_decrease(G, /, *, eps, eta=1.0, center=False, seed=0, iter
         The best certified-reachable result and the smallest ``delta``
         certified unreachable (``inf`` if none was found).
     """
-    from .tension import _zero_sum_matrix, min_tension
+    from .tension import min_tension
 
-    X, _ = _zero_sum_matrix(G, center)
+    X, _ = _v.zero_sum_matrix(G, center)
     eps = _v.scalar(eps, "eps", minimum=0.0)
     if eps > 1.0:
         raise ValueError(f"eps must be in [0, 1]; got {eps:g}")
@@ -638,10 +638,10 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
     (True, True)
     """
     from ._pairs import extreme_pair_l2
-    from .tension import _zero_sum_matrix, projected_rownorm
+    from .tension import projected_rownorm
 
     if xp is None:
-        X, _ = _zero_sum_matrix(G, False)
+        X, _ = _v.zero_sum_matrix(G, False)
         xp = np
     else:
         X = G

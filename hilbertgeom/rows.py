@@ -136,10 +136,10 @@ def _first_occurrences(X: np.ndarray) -> np.ndarray:
     return np.fromiter(seen.values(), dtype=np.intp, count=len(seen))
 
 
-def _extreme(S, norm, mode: str, tile) -> Pair:
+def _extreme(X: np.ndarray, norm, mode: str, tile) -> Pair:
+    """Extreme pair of an already validated float32/float64 matrix with ``V >= 2``."""
     nrm = _v.norm_choice(norm)
     if nrm == 2.0:
-        X = _v.matrix(S, "S", keep_float32=True, min_rows=2)
         xp = array_api_compat.array_namespace(X)
         if mode == "max":
             # Exact duplicates do not change the diameter, but they multiply its
@@ -152,7 +152,7 @@ def _extreme(S, norm, mode: str, tile) -> Pair:
                 p = extreme_pair_l2(X[first], mode=mode, xp=xp, tile=_tile(tile, _DEFAULT_TILE))
                 return Pair(p.distance, int(first[p.i]), int(first[p.j]))
         return extreme_pair_l2(X, mode=mode, xp=xp, tile=_tile(tile, _DEFAULT_TILE))
-    X = _v.matrix(S, "S", min_rows=2)
+    X = X.astype(np.float64, copy=False)  # the O(V^2 d) searches work in float64
     bt = None if tile is None else _tile(tile, 1)
     if nrm == math.inf:
         if mode == "max":
@@ -241,4 +241,4 @@ def closest_pair(S, /, *, norm=2, tile=None):
     >>> closest_pair([[0.0, 0.0], [3.0, 4.0], [1.0, 1.0]])
     Pair(distance=1.4142135623730951, i=0, j=2)
     """
-    return _extreme(S, norm, "min", tile)
+    return _extreme(_v.matrix(S, "S", keep_float32=True, min_rows=2), norm, "min", tile)

@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 _U64 = float(np.finfo(np.float64).eps) / 2.0
-_ZERO_SUM_RTOL = 1e-6  # |1^T G|_k <= 1e-6 sum_i |G_ik| counts as zero-sum (then projected)
 
 
 # --------------------------------------------------------------------------- results
@@ -146,31 +145,6 @@ def _divergence(I, J, Y, V):
     return np.asarray(_incidence(I, J, V) @ Y)
 
 
-def _zero_sum_matrix(G, center: bool):
-    """Validate ``1^T G = 0`` (to ``1e-6`` of each column's absolute sum) or project.
-
-    An accepted ``G`` is still projected with ``P``: that changes it by rounding
-    only, makes the balance equations exactly solvable, and leaves
-    ``<G, Phi>`` unchanged for every centred ``Phi``.
-    """
-    X = _v.matrix(G, "G", min_rows=2)
-    col = X.sum(axis=0)
-    scale = np.abs(X).sum(axis=0)
-    # 1e-6 of the column's absolute sum: rounding in how G was computed (p_c - 1 for a
-    # confident prediction, a centring) is far below it; a real non-zero-sum input is not
-    worst = float(np.max(np.abs(col) - _ZERO_SUM_RTOL * scale - X.shape[0] * 2.0**-1074))
-    if center:
-        return X - X.mean(axis=0), True
-    if worst > 0:
-        k = int(np.argmax(np.abs(col)))
-        raise ValueError(
-            f"G must have zero column sums (max |1^T G| = {abs(col[k]):.2e} in column {k}); "
-            "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
-            "gradients of very confident predictions, whose p_c - 1 loses digits)"
-        )
-    return X - X.mean(axis=0), False
-
-
 def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, iterations, tol) -> TensionResult:
     """Build the certificate from any potential and any explicit flow."""
     V = G.shape[0]
@@ -254,7 +228,7 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
     array([[-1.,  0.],
            [ 1.,  0.]])
     """
-    X, _ = _zero_sum_matrix(G, center)
+    X, _ = _v.zero_sum_matrix(G, center)
     e = _v.scalar(eta, "eta", minimum=0.0)
     N = rownorm(X, eps=eps)
     S = -(e / 2.0) * (N - N.mean(axis=0)) + 0.0  # + 0.0 folds -0.0 into 0.0
@@ -291,7 +265,7 @@ def tension_bounds(G, /, *, center=False, tile=2048):
     >>> round(b.lower, 12), round(b.upper, 12)
     (1.0, 1.0)
     """
-    X, _ = _zero_sum_matrix(G, center)
+    X, _ = _v.zero_sum_matrix(G, center)
     tile = _v.integer(tile, "tile", minimum=1)
     V, d = X.shape
     n = _rownorms(X)
@@ -648,7 +622,7 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     >>> round(r.value, 9), r.status
     (1.0, 'optimal')
     """
-    X, centered = _zero_sum_matrix(G, center)
+    X, centered = _v.zero_sum_matrix(G, center)
     tol = _v.scalar(tol, "tol", minimum=0.0, strict=True)
     max_iter = _v.integer(max_iter, "max_iter", minimum=1)
     methods = ("auto", "alm", "cvxpy-potential", "cvxpy-flow")

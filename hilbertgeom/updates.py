@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _validate as _v
 from .rows import closest_pair, row_diameter
-from .tension import TensionResult, _zero_sum_matrix, min_tension, projected_rownorm, rownorm, steepest_descent
+from .tension import TensionResult, min_tension, projected_rownorm, rownorm, steepest_descent
 
 __all__ = [
     "UpdateReport",
@@ -55,7 +55,7 @@ def linf_steepest_descent(G, /, *, eta=1.0, center=False):
     array([[-0.5,  0.5],
            [ 0.5, -0.5]])
     """
-    X, _ = _zero_sum_matrix(G, center)
+    X, _ = _v.zero_sum_matrix(G, center)
     e = _v.scalar(eta, "eta", minimum=0.0)
     Sg = np.sign(X)
     return -(e / 2.0) * (Sg - Sg.mean(axis=0)) + 0.0
@@ -168,7 +168,7 @@ def evaluate_update(G, S, /, *, tension=None, center=False):
     >>> round(r.decrease_ratio, 9), r.separation_ratio
     (1.0, 1.0)
     """
-    X, _ = _zero_sum_matrix(G, center)
+    X, _ = _v.zero_sum_matrix(G, center)
     U = _v.matrix(S, "S")
     if U.shape != X.shape:
         raise ValueError(f"S must have the shape of G {X.shape}; got {U.shape}")
