@@ -1,13 +1,304 @@
-"""hilbertgeom.gpu: CuPy-backed equivalents of the core kernels.
+"""hilbertgeom.gpu: the core's array kernels on CUDA devices, at vocabulary size.
 
-Installed from the top-level ``gpu/`` folder as ``hilbertgeom.gpu``.  The core
-never imports it.  Importing it never requires CUDA.
+Installed from the top-level ``gpu/`` folder as ``hilbertgeom.gpu`` (extra
+``hilbertgeom[gpu]`` pulls CuPy); the core never imports it, and importing it
+never requires CUDA.
 
-Status: the device kernels are not implemented yet (they are tracked as their
-own work item); nothing is exported.  The core's Euclidean pair kernel
-(``hilbertgeom._pairs.extreme_pair_l2``) is already written against the array
-API and is tested in a strict array-API namespace, so that this package can
-bind it to CuPy.
+The functions have the core's names and signatures and return the core's
+answers: the same float64 extremal distances and pairs (float32 input is
+screened in float32 and re-checked in float64), the same validation rules.
+They take device arrays -- CuPy arrays, or anything exporting DLPack on a CUDA
+device such as a torch CUDA tensor (bfloat16 tensors are widened to float32 on
+the device, which is exact) -- and keep them there: arrays come back on the
+same device, only scalars and indices reach the host.  A host array raises
+``TypeError`` pointing to the core function of the same name.
+
+Device memory for the ``tile x tile`` temporaries of the pair kernels is set
+with :func:`set_tile_budget` (default 1 GiB); a tile that does not fit is
+retried with half the rows (a :class:`TileWarning` says so).
+
+See the "GPU" page of the docs for the tiles, precision and measured numbers.
+
+Examples
+--------
+On a machine with CUDA (the lines need a GPU, so they are not run here):
+
+>>> import cupy, hilbertgeom.gpu as hgg                      # doctest: +SKIP
+>>> S = cupy.random.standard_normal((131072, 4096), dtype=cupy.float32)  # doctest: +SKIP
+>>> hgg.row_diameter(S, return_pair=True)                    # doctest: +SKIP
+Pair(distance=..., i=..., j=...)
+
+Without one, the module still imports and says why it cannot run:
+
+>>> import hilbertgeom.gpu as hgg
+>>> hgg.cuda_available() or "CuPy" in hgg.cuda_unavailable_reason()
+True
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import math
+
+from hilbertgeom import _validate as _v
+from hilbertgeom._pairs import Pair
+from hilbertgeom.equalize import EqualizerResult
+from hilbertgeom.tension import TensionBounds, TensionResult
+from hilbertgeom.updates import UpdateReport
+
+from . import _backend as _b
+from . import _kernels as _k
+from ._backend import (
+    TileWarning,
+    cuda_available,
+    cuda_unavailable_reason,
+    set_tile_budget,
+    tile_budget,
+    tile_budget_bytes,
+)
+
+__all__ = [
+    "EqualizerResult",
+    "Pair",
+    "TensionBounds",
+    "TileWarning",
+    "UpdateReport",
+    "center_rows",
+    "closest_pair",
+    "cuda_available",
+    "cuda_unavailable_reason",
+    "equalize_rows",
+    "evaluate_update",
+    "head_norm",
+    "hilbert_distance",
+    "projected_rownorm",
+    "row_diameter",
+    "set_tile_budget",
+    "softmax_hilbert_distance",
+    "tension_bounds",
+    "tile_budget",
+    "tile_budget_bytes",
+    "variation_norm",
+    "worst_case_hidden",
+]
+
+#: The gpu functions that mirror a core function of the same name and signature.
+KERNELS = (
+    "center_rows", "closest_pair", "equalize_rows", "evaluate_update", "head_norm", "hilbert_distance",
+    "projected_rownorm", "row_diameter", "softmax_hilbert_distance", "tension_bounds", "variation_norm",
+    "worst_case_hidden",
+)
+
+
+def _array(x, name, fn):
+    a, xp = _b.as_device(x, name, fn)
+    return _b.real_float(a, xp, name), xp
+
+
+def _pair_of(a, b, names, fn):
+    (x, xp), (y, xq) = _array(a, names[0], fn), _array(b, names[1], fn)
+    if xp is not xq:
+        raise ValueError(f"{names[0]} and {names[1]} must come from one array library; "
+                         f"got {xp.__name__} and {xq.__name__}")
+    _b.same_device({names[0]: x, names[1]: y}, xp)
+    return x, y, xp
+
+
+# --------------------------------------------------------------------------- metric
+def hilbert_distance(p, q, /, *, axis=-1):
+    r"""Hilbert's projective distance between positive vectors, on the device.
+
+    .. math:: H(p, q) = \max_i \log\frac{p_i}{q_i} - \min_i \log\frac{p_i}{q_i}
+
+    Same rules and values as :func:`hilbertgeom.hilbert_distance` (``inf``
+    where the supports differ).  Returns a Python float for one pair, a
+    float64 device array for a batch.
+    """
+    x, y, xp = _pair_of(p, q, ("p", "q"), "hilbert_distance")
+    return _k.hilbert_distance(x, y, xp, axis)
+
+
+def variation_norm(x, /, *, axis=-1):
+    r"""The variation seminorm ``max_i x_i - min_i x_i`` (float64), on the device."""
+    a, xp = _array(x, "x", "variation_norm")
+    return _k.variation_norm(a, xp, axis)
+
+
+def softmax_hilbert_distance(z, z2, /, *, axis=-1):
+    r"""``H(softmax z, softmax z2) = var(z - z2)`` from logits, on the device (I2).
+
+    The difference is taken in float64, as in the core.
+    """
+    a, b, xp = _pair_of(z, z2, ("z", "z2"), "softmax_hilbert_distance")
+    return _k.softmax_hilbert_distance(a, b, xp, axis)
+
+
+# --------------------------------------------------------------------------- rows
+def center_rows(S, /):
+    r"""``P S`` (float64, on the device).
+
+    Equal to :func:`hilbertgeom.center_rows` up to the summation order of the
+    column mean (a few float64 ulps of the mean).
+    """
+    X, xp = _b.device_matrix(S, "S", "center_rows")
+    return _k.center_rows(X, xp)
+
+
+def _extreme(S, norm, mode, tile, fn, min_rows):
+    X, xp = _b.device_matrix(S, "S", fn, min_rows=min_rows)
+    nrm = _v.norm_choice(norm)
+    if tile is not None:
+        tile = _v.integer(tile, "tile", minimum=1)
+    if X.shape[0] == 1:
+        return None
+    return _k.extreme(X, xp, nrm, mode, tile)
+
+
+def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
+    r"""Exact diameter of the rows of a device matrix: ``max_{i<j} ||s_i - s_j||``.
+
+    The float64 distance of the farthest pair, ties to the smallest ``(i, j)``
+    -- the answer of :func:`hilbertgeom.row_diameter` on the same rows.
+    ``norm=2`` screens all pairs with one GEMM per ``tile x tile`` block (in
+    float32 for float32 input) and re-checks the candidates in float64;
+    ``tile=None`` takes the largest tile the budget allows
+    (:func:`set_tile_budget`).  ``norm=inf`` is the largest column range;
+    ``norm=1`` a tiled ``O(V^2 d)`` float64 search whose sums may round
+    differently from NumPy's pairwise summation (relative ``d 2^-53``).
+
+    Returns
+    -------
+    float, or Pair(distance, i, j) if ``return_pair``
+    """
+    p = _extreme(S, norm, "max", tile, "row_diameter", 1)
+    if p is None:
+        if return_pair:
+            raise ValueError("S has a single row: its diameter is 0 but there is no pair to return")
+        return 0.0
+    return p if return_pair else p.distance
+
+
+def closest_pair(S, /, *, norm=2, tile=None):
+    r"""Exact closest pair of rows of a device matrix (see :func:`row_diameter`).
+
+    Returns
+    -------
+    Pair(distance, i, j)
+    """
+    return _extreme(S, norm, "min", tile, "closest_pair", 2)
+
+
+# --------------------------------------------------------------------------- head
+def head_norm(S, /, *, hidden_norm=2, radius=1.0):
+    r"""``R D_*(S)``: the largest Hilbert change over a hidden ball (I6), on the device."""
+    hn = _v.norm_choice(hidden_norm, "hidden_norm")
+    R = _v.scalar(radius, "radius", minimum=0.0)
+    p = _extreme(S, _k._DUAL[hn], "max", None, "head_norm", 1)
+    return 0.0 if p is None else R * p.distance
+
+
+def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
+    r"""A hidden state attaining :func:`head_norm`: a ``(d,)`` float64 device array."""
+    hn = _v.norm_choice(hidden_norm, "hidden_norm")
+    R = _v.scalar(radius, "radius", minimum=0.0)
+    X, xp = _b.device_matrix(S, "S", "worst_case_hidden")
+    return _k.worst_case_hidden(X, xp, hn, R)
+
+
+# --------------------------------------------------------------------------- tension
+def _gradient(G, center, fn):
+    X, xp = _b.device_matrix(G, "G", fn, min_rows=2)
+    if not isinstance(center, bool):
+        raise TypeError(f"center must be a bool; got {type(center).__name__}")
+    X, _ = _k.zero_sum(X, xp, center)
+    return X, xp
+
+
+def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=False):
+    r"""Projected RowNorm ``-(eta/2) P RN(P G)`` on the device (I15), float64.
+
+    Returns the update, or ``(update, decrease)`` with the decrease a float.
+    """
+    X, xp = _gradient(G, center, "projected_rownorm")
+    e = _v.scalar(eta, "eta", minimum=0.0)
+    ep = _v.scalar(eps, "eps", minimum=0.0)
+    return _k.projected_rownorm(X, xp, e, ep, bool(return_decrease))
+
+
+def tension_bounds(G, /, *, center=False, tile=2048):
+    r"""Certified ``lower <= T(G) <= upper`` on the device (I11, I17).
+
+    The lower bound is the RowNorm potential with its exact diameter; the upper
+    the smaller of Jung's bound (rank from the singular values of the R factor
+    of a QR of ``G``) and the balanced-flow cost summed in ``tile x tile``
+    blocks.  Values agree with :func:`hilbertgeom.tension_bounds` up to the
+    summation order.
+    """
+    X, xp = _gradient(G, center, "tension_bounds")
+    t = _v.integer(tile, "tile", minimum=1)
+    return _k.tension_bounds(X, xp, t)
+
+
+# --------------------------------------------------------------------------- updates
+def evaluate_update(G, S, /, *, tension=None, center=False):
+    r"""Measure an update on the device: exact diameter and separations, decrease.
+
+    The exact minimum tension ``T(G)`` needs the CPU solver; here
+
+    * ``tension=None`` (default): ``T(G)`` is bracketed by
+      :func:`tension_bounds` computed on the device; ``decrease_ratio`` is the
+      certified *lower* end ``-<G,S> / (D(S) * upper)``,
+      ``decrease_ratio_bounds`` the bracket, and ``tension`` the upper bound.
+    * ``tension=`` a :class:`~hilbertgeom.TensionResult` of
+      ``hilbertgeom.min_tension`` on the same ``G`` (copied to the host by
+      you): the ratio is the core's.
+
+    Returns
+    -------
+    UpdateReport
+    """
+    X, xp = _gradient(G, center, "evaluate_update")
+    U, xq = _b.device_matrix(S, "S", "evaluate_update")
+    if xq is not xp:
+        raise ValueError("G and S must come from one array library")
+    _b.same_device({"G": X, "S": U}, xp)
+    if tuple(U.shape) != tuple(X.shape):
+        raise ValueError(f"S must have the shape of G {tuple(X.shape)}; got {tuple(U.shape)}")
+    U = xp.astype(U, xp.float64)
+    D = _k.extreme(U, xp, 2.0, "max", None).distance
+    dec = -float(xp.sum(X * U))
+    if tension is None:
+        b = _k.tension_bounds(X, xp, 2048)
+        T, Tu, Tl = b.upper, b.upper, b.lower
+    elif isinstance(tension, TensionResult):
+        T, Tu, Tl = tension.value, tension.flow.cost, tension.value
+    else:
+        raise TypeError("tension must be a TensionResult from hilbertgeom.min_tension(G) or None")
+    if D > 0 and T > 0:
+        ratio = dec / (D * T)
+        bounds = (dec / (D * Tu), dec / (D * Tl) if Tl > 0 else math.inf)
+        if tension is None:
+            ratio = bounds[0]
+    else:
+        ratio = 0.0 if dec == 0 else math.copysign(math.inf, dec)
+        bounds = (ratio, ratio)
+    lo = _k.extreme(U, xp, 2.0, "min", None).distance
+    colsum = float(xp.max(xp.abs(xp.sum(U, axis=0)))) / max(1.0, float(xp.sum(xp.abs(U))))
+    return UpdateReport(diameter=D, decrease=dec, decrease_ratio=ratio, decrease_ratio_bounds=bounds,
+                        column_sum=colsum, min_separation=lo, max_separation=D,
+                        separation_ratio=(lo / D) if D > 0 else 1.0, tension=T)
+
+
+# --------------------------------------------------------------------------- equalizer
+def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, xp=None):
+    r"""The scalable equalizer of :func:`hilbertgeom.equalize_rows`, on the device.
+
+    ``G`` is validated and projected on the device; the iterations run in its
+    namespace (``xp``, if given, must be that namespace).  The update in the
+    result stays on the device.
+    """
+    from hilbertgeom.equalize import equalize_rows as core
+
+    X, ns = _gradient(G, False, "equalize_rows")
+    if xp is not None and xp is not ns:
+        raise ValueError(f"xp must be the namespace of G ({ns.__name__}) or None")
+    return core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns)

@@ -100,7 +100,7 @@ def pair_distance(diff, xp):
     return xp.sqrt(xp.sum(y * y, axis=1)) / f
 
 
-def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
+def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, screen_u: float | None = None) -> Pair:
     """Farthest (``mode='max'``) or closest (``'min'``) pair in float64 distance.
 
     "Exact" means: the pair whose float64 distance (:func:`pair_distance`) is
@@ -110,7 +110,10 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
 
     ``S`` is a finite float32 or float64 ``(V, d)`` array of namespace ``xp``
     with ``V >= 2``.  float32 input is screened in float32 (after float64
-    centring), anything else in float64.
+    centring), anything else in float64.  ``screen_u`` overrides the unit
+    roundoff assumed for the screening GEMM (``2^-11`` when float32 products
+    run on TF32 tensor cores, whose operands keep 10 mantissa bits); the
+    window widens accordingly and the answer stays exact.
     """
     V, d = S.shape
     f64 = xp.float64
@@ -137,6 +140,8 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048) -> Pair:
     n = xp.sum(Xc * Xc, axis=1)
     N = float(xp.max(n))
     u, tiny = _finfo(xp, screen)
+    if screen_u is not None:
+        u = max(u, float(screen_u))
     u64, _ = _finfo(xp, f64)
     m = d + 2
     gamma = m * u / (1.0 - m * u)

@@ -596,6 +596,14 @@ def _nearest(S, xp, tile: int):
     return dist, idx
 
 
+def _fixed_directions(shape, dtype, xp):
+    """Deterministic, row-distinct pseudo-random directions, made in ``xp`` itself
+    (no host array is built or copied to a device)."""
+    i = xp.reshape(xp.arange(shape[0], dtype=dtype), (-1, 1))
+    k = xp.reshape(xp.arange(shape[1], dtype=dtype), (1, -1))
+    return xp.sin(i * 12.9898 + k * 78.233 + 1.0)
+
+
 def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, xp=None):
     r"""Scalable equalizer: raise the smallest row separation of projected
     RowNorm while keeping ``D(S) <= eta`` and at least ``keep`` of its decrease.
@@ -667,7 +675,7 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
 
     r0, D0 = ratio(S)
     eff0 = dec0 / D0 if D0 > 0 else 0.0
-    jitter = xp.asarray(np.random.default_rng(0).standard_normal(tuple(S.shape)), dtype=S.dtype)
+    jitter = None
     best, best_r, best_D, it = S, r0, D0, 0
     for it in range(1, iters + 1):
         dist, idx = _nearest(S, xp, tile)
@@ -675,8 +683,11 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
         deficit = xp.where(dist < med, med - dist, xp.zeros_like(dist))
         diff = S - xp.take(S, idx, axis=0)
         nd = xp.sqrt(xp.sum(diff * diff, axis=1))
-        # duplicates have no direction to separate along: use a fixed random one
-        diff = xp.where(xp.reshape(nd > 0, (-1, 1)), diff, jitter)
+        # duplicates have no direction to separate along: use a fixed pseudo-random one
+        if bool(xp.any(nd == 0)):
+            if jitter is None:
+                jitter = _fixed_directions(S.shape, S.dtype, xp)
+            diff = xp.where(xp.reshape(nd > 0, (-1, 1)), diff, jitter)
         nd = xp.sqrt(xp.sum(diff * diff, axis=1))
         unit = diff / xp.reshape(xp.where(nd > 0, nd, xp.ones_like(nd)), (-1, 1))
         T = S + step * 0.5 * xp.reshape(deficit, (-1, 1)) * unit

@@ -1,0 +1,269 @@
+"""Device check: parity with the core, then the full-size benchmarks, one table.
+
+Run on a machine with a CUDA GPU and CuPy::
+
+    python -m hilbertgeom.gpu.check                # parity + benchmarks (< 8 min on one GPU)
+    python -m hilbertgeom.gpu.check --parity-only
+    python -m hilbertgeom.gpu.check --out table.md # also write the table as Markdown
+
+``--dry-run`` runs the same code on the CPU through NumPy at small sizes
+(``accept_host_arrays``): it checks the script, not a GPU, and its timings
+mean nothing.
+
+Parity compares every kernel with the core on identical inputs: extremal
+distances and pairs must be *equal* (the same float64 number and indices);
+quantities whose summation order differs (means, sums, norms) must agree to
+the stated relative tolerance.  Benchmarks print our time, a peer's time
+measured in the same run, and the ratio:
+
+* ``row_diameter`` / ``closest_pair`` at V = 131,072, d = 4096 (float32)
+  against one cuBLAS GEMM of the same shape (``V x d`` times ``d x V``,
+  computed in row blocks so that its output need not fit; target <= 1.3x),
+  and against ``cupyx.scipy.spatial.distance.cdist`` at the largest size
+  whose ``V x V`` output fits (it needs pylibraft; skipped with the reason if absent);
+* ``projected_rownorm`` at V = 262,144, d = 8192 (float32) against a device
+  copy of the same bytes (target <= 3x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import math
+import sys
+import time
+
+import numpy as np
+
+import hilbertgeom as core
+
+from . import _backend as _b
+
+__all__: list[str] = []
+
+
+class _Dev:
+    """The device namespace: CuPy, or NumPy for a dry run."""
+
+    def __init__(self, dry: bool):
+        self.dry = dry
+        if dry:
+            self.xp = np
+            self.name = f"CPU dry run (NumPy {np.__version__}); timings are not GPU numbers"
+        else:
+            import cupy
+
+            self.xp = cupy
+            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+            name = props["name"]
+            self.name = name.decode() if isinstance(name, bytes) else str(name)
+            self.name += f", {props['totalGlobalMem'] / 2**30:.0f} GiB, CuPy {cupy.__version__}"
+
+    def put(self, a):
+        return np.array(a) if self.dry else self.xp.asarray(a)
+
+    def get(self, a):
+        return np.asarray(a) if self.dry else self.xp.asnumpy(a)
+
+    def normal(self, shape, seed: int):
+        if self.dry:
+            return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+        return self.xp.random.RandomState(seed).standard_normal(shape, dtype=self.xp.float32)
+
+    def sync(self):
+        if not self.dry:
+            self.xp.cuda.Device().synchronize()
+
+    def free(self):
+        if not self.dry:
+            self.xp.get_default_memory_pool().free_all_blocks()
+
+    def peak(self) -> str:
+        if self.dry:
+            return "-"
+        return f"{self.xp.get_default_memory_pool().total_bytes() / 2**30:.1f} GiB"
+
+    def time(self, fn, repeat: int = 1) -> float:
+        best = math.inf
+        for _ in range(repeat):
+            self.sync()
+            t0 = time.perf_counter()
+            fn()
+            self.sync()
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+
+# --------------------------------------------------------------------------- parity
+def _parity(dev: _Dev, hg, rows: list, small: bool) -> bool:
+    rng = np.random.default_rng(20261202)
+    ok_all = True
+
+    def record(name, good, detail):
+        nonlocal ok_all
+        ok_all &= bool(good)
+        rows.append(("parity", name, "PASS" if good else "FAIL", detail))
+        print(f"  {'PASS' if good else 'FAIL'}  {name}: {detail}", flush=True)
+
+    V, d = (256, 16) if small else (16384, 512)
+    for dtype in (np.float32, np.float64):
+        S = rng.standard_normal((V, d)).astype(dtype) * 3 + 100  # a common offset: centring matters
+        S[V // 3] = S[7]  # an exact duplicate
+        Sd = dev.put(S)
+        for fn in ("row_diameter", "closest_pair"):
+            kw = {"return_pair": True} if fn == "row_diameter" else {}
+            want = getattr(core, fn)(S, **kw)
+            got = getattr(hg, fn)(Sd, **kw)
+            record(f"{fn} {np.dtype(dtype).name} V={V} d={d}", got == want, f"{got} vs core {want}")
+    Vs, ds = (64, 8) if small else (1024, 32)
+    S = rng.standard_normal((Vs, ds))
+    for nrm in (1, math.inf):
+        for fn in ("row_diameter", "closest_pair"):
+            kw = {"return_pair": True} if fn == "row_diameter" else {}
+            want = getattr(core, fn)(S, norm=nrm, **kw)
+            got = getattr(hg, fn)(dev.put(S), norm=nrm, **kw)
+            same = got.i == want.i and got.j == want.j and abs(got.distance - want.distance) <= ds * 2.0**-52 * want.distance
+            record(f"{fn} norm={nrm} V={Vs} d={ds}", same, f"{got} vs core {want}")
+    R1 = np.outer(rng.choice([-1.0, 1.0], size=V), rng.standard_normal(d))  # rank one: many ties
+    record("row_diameter rank-one ties", hg.row_diameter(dev.put(R1), return_pair=True)
+           == core.row_diameter(R1, return_pair=True), "pair and distance equal")
+    P, Q = rng.random((64, 1000)) + 1e-3, rng.random((64, 1000)) + 1e-3
+    got = dev.get(hg.hilbert_distance(dev.put(P), dev.put(Q)))
+    record("hilbert_distance batch", np.array_equal(got, core.hilbert_distance(P, Q)), "bitwise")
+    Z1, Z2 = rng.standard_normal((64, 1000)) * 30, rng.standard_normal((64, 1000)) * 30
+    got = dev.get(hg.softmax_hilbert_distance(dev.put(Z1), dev.put(Z2)))
+    record("softmax_hilbert_distance batch", np.array_equal(got, core.softmax_hilbert_distance(Z1, Z2)), "bitwise")
+    G = rng.standard_normal((V, d))
+    G -= G.mean(axis=0)
+    Sg, dg = hg.projected_rownorm(dev.put(G), return_decrease=True)
+    Sc, dc = core.projected_rownorm(G, return_decrease=True)
+    Sg = dev.get(Sg)
+    err = float(np.max(np.abs(Sg - Sc)))
+    record("projected_rownorm", err <= 64 * 2.0**-53 and abs(dg - dc) <= 1e-12 * dc,
+           f"max |diff| {err:.1e} (<= 64 u), decrease rel {abs(dg - dc) / dc:.1e} (<= 1e-12)")
+    Gs = G[:Vs, :ds] - G[:Vs, :ds].mean(axis=0)
+    bg, bc = hg.tension_bounds(dev.put(Gs)), core.tension_bounds(Gs)
+    rel = max(abs(bg.lower - bc.lower) / bc.lower, abs(bg.upper - bc.upper) / bc.upper)
+    record("tension_bounds", rel <= 1e-10 and bg.upper_source == bc.upper_source, f"rel {rel:.1e} (<= 1e-10)")
+    rg = hg.evaluate_update(dev.put(Gs), dev.put(core.projected_rownorm(Gs)))
+    rc = core.evaluate_update(Gs, core.projected_rownorm(Gs))
+    good = (rg.diameter == rc.diameter and rg.min_separation == rc.min_separation
+            and rg.decrease_ratio_bounds[0] <= rc.decrease_ratio * (1 + 1e-9))
+    record("evaluate_update", good, f"D {rg.diameter:.6g}, min sep {rg.min_separation:.6g}, "
+           f"ratio >= {rg.decrease_ratio:.4f} (core {rc.decrease_ratio:.4f})")
+    e = hg.equalize_rows(dev.put(Gs), iters=10)
+    record("equalize_rows", e.separation_ratio >= e.start_separation_ratio and e.relative_efficiency >= 0.95,
+           f"ratio {e.start_separation_ratio:.3f} -> {e.separation_ratio:.3f}")
+    if not dev.dry:
+        try:
+            import torch
+        except ImportError:
+            rows.append(("parity", "torch DLPack input", "SKIP", "torch not installed"))
+        else:
+            T = torch.randn(V, d, device="cuda", dtype=torch.bfloat16)
+            want = core.row_diameter(T.float().cpu().numpy(), return_pair=True)
+            record("torch bfloat16 via DLPack", hg.row_diameter(T, return_pair=True) == want, str(want))
+    return ok_all
+
+
+# --------------------------------------------------------------------------- benchmarks
+def _bench(dev: _Dev, hg, rows: list, small: bool) -> None:
+    xp = dev.xp
+    V, d = (2048, 64) if small else (131072, 4096)
+
+    def line(name, ours, peer_name, peer, target=None):
+        ratio = ours / peer if peer > 0 else math.inf
+        verdict = "" if target is None else (" (target <= %.1fx: %s)" % (target, "met" if ratio <= target else "MISSED"))
+        detail = f"{ours:.3f} s vs {peer_name} {peer:.3f} s: {ratio:.2f}x{verdict}; pool {dev.peak()}"
+        rows.append(("bench", name, f"{ratio:.2f}x", detail))
+        print(f"  {name}: {detail}", flush=True)
+
+    S = dev.normal((V, d), 1)
+    hg.row_diameter(S[:1024])  # warm up kernels and the pool
+    t_diam = dev.time(lambda: hg.row_diameter(S))
+    t_close = dev.time(lambda: hg.closest_pair(S))
+    blk = min(V, 16384)
+
+    def gemm():
+        for a in range(0, V, blk):
+            S[a : a + blk] @ S.T
+
+    gemm()
+    t_gemm = dev.time(gemm)
+    line(f"row_diameter V={V} d={d} float32", t_diam, "GEMM V x d x V", t_gemm, 1.3)
+    line(f"closest_pair V={V} d={d} float32", t_close, "GEMM V x d x V", t_gemm, 1.3)
+    dev.free()
+
+    # cdist where its V x V float64 output fits in a quarter of the memory
+    try:
+        if dev.dry:
+            raise ImportError("dry run")
+        from cupyx.scipy.spatial.distance import cdist
+
+        free = xp.cuda.runtime.memGetInfo()[0]
+        Vc = int(min(V, math.isqrt(int(free / 4 / 8))))
+        Vc -= Vc % 1024
+        Sc = S[:Vc]
+        cdist(Sc[:256], Sc[:256])
+        t_cd = dev.time(lambda: float(xp.max(cdist(Sc, Sc))))
+        t_ours = dev.time(lambda: hg.row_diameter(Sc))
+        line(f"row_diameter V={Vc} d={d} float32", t_ours, "cupyx cdist + max", t_cd)
+    except Exception as exc:  # pylibraft missing, or the dry run
+        rows.append(("bench", "cdist comparison", "SKIP", f"{type(exc).__name__}: {exc}"))
+        print(f"  cdist comparison skipped: {type(exc).__name__}: {exc}", flush=True)
+    del S
+    dev.free()
+
+    Vr, dr = (4096, 128) if small else (262144, 8192)
+    G = dev.normal((Vr, dr), 2)
+    G -= G.mean(axis=0)
+    hg.projected_rownorm(G[:1024], center=True)
+    t_rn = dev.time(lambda: hg.projected_rownorm(G, center=True))
+    t_cp = dev.time(lambda: G.copy())
+    line(f"projected_rownorm V={Vr} d={dr} float32", t_rn, "device copy of G", t_cp, 3.0)
+
+
+def _table(rows, dev: _Dev) -> str:
+    today = datetime.date.today().isoformat()
+    out = [f"Device: {dev.name}; date {today}", "", "| part | check | result | detail |", "|---|---|---|---|"]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hilbertgeom.gpu.check", description=__doc__.splitlines()[0])
+    ap.add_argument("--parity-only", action="store_true")
+    ap.add_argument("--bench-only", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="run on the CPU through NumPy, small sizes")
+    ap.add_argument("--out", help="also write the table (Markdown) to this file")
+    args = ap.parse_args(argv)
+    if not args.dry_run and not _b.cuda_available():
+        print(f"no CUDA device: {_b.cuda_unavailable_reason()}; use --dry-run to check the script on the CPU",
+              file=sys.stderr)
+        return 2
+    import hilbertgeom.gpu as hg
+
+    dev = _Dev(args.dry_run)
+    print(f"hilbertgeom.gpu device check on {dev.name}", flush=True)
+    rows: list = []
+    ok = True
+    ctx = _b.accept_host_arrays() if args.dry_run else contextlib.nullcontext()
+    t0 = time.perf_counter()
+    with ctx:
+        if not args.bench_only:
+            print("parity with the core:", flush=True)
+            ok = _parity(dev, hg, rows, args.dry_run)
+        if not args.parity_only:
+            print("benchmarks:", flush=True)
+            _bench(dev, hg, rows, args.dry_run)
+    table = _table(rows, dev)
+    print(f"\n{table}\n\ntotal {time.perf_counter() - t0:.1f} s", flush=True)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(table + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
