@@ -44,8 +44,9 @@ class EquidistantLimit:
     upper : float
         ``delta*(n, d) <= upper``; 1 when ``possible``.
     source : str
-        The bound: "regular simplex (I19)", "equal spacing (d = 1)" or
-        "Jung + sum of squared distances (I20)".
+        The bound: "regular simplex (I19)", "equal spacing (d = 1)",
+        "Jung + sum of squared distances (I20)" or "isodiametric packing",
+        whichever is smallest.
     """
 
     possible: bool
@@ -59,6 +60,21 @@ def _check_nd(n, d):
     return n, d
 
 
+_U64 = 2.0**-53
+
+
+def _packing_bound(n: int, d: int) -> float:
+    """The isodiametric packing bound ``1 / (n^(1/d) - 1)``, rounded up.
+
+    Balls of radius ``delta/2`` around the points are disjoint and lie in a set
+    of diameter ``1 + delta``, whose volume is at most that of the ball of
+    diameter ``1 + delta`` (isodiametric inequality), so
+    ``n delta^d <= (1 + delta)^d``.  ``expm1`` keeps ``n^(1/d) - 1`` accurate;
+    the factor ``1 + 8u`` covers the rounding of the two operations.
+    """
+    return (1.0 / math.expm1(math.log(n) / d)) * (1.0 + 8 * _U64)
+
+
 def equidistant_limit(n, d, /):
     r"""Can ``n`` points in ``R^d`` be pairwise equidistant?  If not, how close?
 
@@ -68,7 +84,14 @@ def equidistant_limit(n, d, /):
 
     .. math:: \delta^*(n, d)^2 \le \frac{n\, d'}{(n - 1)(d' + 1)},
 
-    and on a line (``d = 1``) exactly ``delta* = 1 / (n - 1)``.
+    and the isodiametric packing bound (disjoint balls of radius
+    ``delta/2`` inside a set of diameter ``1 + delta``),
+
+    .. math:: \delta^*(n, d) \le \frac{1}{n^{1/d} - 1},
+
+    which is the smaller one once ``n`` is large (it decays like
+    ``n^{-1/d}``; I20 stays above ``sqrt(d/(d+1))``).  The smaller bound is
+    reported.  On a line (``d = 1``) exactly ``delta* = 1 / (n - 1)``.
 
     Parameters
     ----------
@@ -85,8 +108,11 @@ def equidistant_limit(n, d, /):
     --------
     >>> equidistant_limit(3, 2)
     EquidistantLimit(possible=True, upper=1.0, source='regular simplex (I19)')
-    >>> round(equidistant_limit(5, 2).upper, 12)       # sqrt(5 * 2 / (4 * 3))
-    0.912870929175
+    >>> round(equidistant_limit(4, 2).upper, 12)       # sqrt(4 * 2 / (3 * 3))
+    0.942809041582
+    >>> lim = equidistant_limit(7, 2)                   # 1 / (sqrt(7) - 1)
+    >>> round(lim.upper, 6), lim.source
+    (0.607625, 'isodiametric packing')
     """
     n, d = _check_nd(n, d)
     if n <= d + 1:
@@ -94,8 +120,11 @@ def equidistant_limit(n, d, /):
     if d == 1:
         return EquidistantLimit(False, 1.0 / (n - 1), "equal spacing (d = 1)")
     dp = min(d, n - 1)
-    return EquidistantLimit(False, math.sqrt(n * dp / ((n - 1) * (dp + 1))),
-                            "Jung + sum of squared distances (I20)")
+    jung = math.sqrt(n * dp / ((n - 1) * (dp + 1)))
+    pack = _packing_bound(n, d)
+    if pack < jung:
+        return EquidistantLimit(False, pack, "isodiametric packing")
+    return EquidistantLimit(False, jung, "Jung + sum of squared distances (I20)")
 
 
 def regular_simplex(n, d, /):
@@ -212,7 +241,8 @@ def max_min_separation(n, d, /, *, restarts=20, seed=0):
     For ``n <= d + 1`` the regular simplex is optimal (``lower == upper == 1``);
     on a line, equal spacing is optimal (``1/(n-1)``).  Otherwise a seeded
     multi-start local search (SLSQP on ``max t`` s.t.
-    ``t <= ||x_i - x_j||^2 <= 1``) gives ``lower`` and the bound of I20 gives
+    ``t <= ||x_i - x_j||^2 <= 1``) gives ``lower`` and the smaller of I20 and
+    the isodiametric packing bound (:func:`equidistant_limit`) gives
     ``upper``; the gap between them is reported, not hidden.
 
     Parameters
@@ -287,8 +317,8 @@ class EqualizedResult:
         ``upper - lower``.
     status : str
         ``"optimal"`` (gap within tolerance), ``"feasible"`` (gap reported),
-        ``"infeasible"`` (``delta`` above the proven bound of I20 for ``V``
-        points in ``R^d``), or ``"no feasible update found"``.
+        ``"infeasible"`` (``delta`` above the proven bound of
+        :func:`equidistant_limit` for ``V`` points in ``R^d``), or ``"no feasible update found"``.
     delta, eta : float
     upper_source : str
     """

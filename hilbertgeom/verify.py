@@ -607,7 +607,7 @@ def _i19(rng, quick):
 
 
 @register("I20", "delta*(V,d)^2 <= V d'/((V-1)(d'+1)), d' = min(d, V-1); tight at V = d+1",
-          "random clouds: (min/max)^2 vs the bound; equality on the simplex")
+          "random clouds vs the bound and vs the reported min(I20, packing); equality on the simplex")
 def _i20(rng, quick):
     from .equalize import equidistant_limit
 
@@ -623,8 +623,10 @@ def _i20(rng, quick):
         bound = math.sqrt(n * dp / ((n - 1) * (dp + 1)))
         acc.le(ratio, bound, f"random n={n} d={d}")
         lim = equidistant_limit(n, d)
+        acc.le(ratio, lim.upper, f"random n={n} d={d} vs reported bound")
         if not lim.possible and d > 1:
-            acc.eq(lim.upper, bound, f"reported bound = formula n={n} d={d}")
+            pack = 1.0 / (n ** (1.0 / d) - 1.0)
+            acc.eq(lim.upper, min(bound, pack), f"reported bound = min(I20, packing) n={n} d={d}")
     for d in range(1, 12):
         n = d + 1
         acc.eq(math.sqrt(n * d / ((n - 1) * (d + 1))), 1.0, f"tight at V = d+1, d={d}")

@@ -9,7 +9,9 @@ r"""Algebraic content of I8, I11, I13, I14, I16, I19, I20.
 * **I16** $\frac{1/2}{J_k} = \sqrt{\frac{k+1}{2k}}$.
 * **I19** the Gram matrix of $x_j - x_1$ for $n$ unit-equidistant points is
   $\frac12(I + \mathbf 1\mathbf 1^\top)$, positive definite, so $n - 1 \le d$.
-* **I20** $\frac{n d'}{(n-1)(d'+1)} = 1$ at $n = d + 1$, and $< 1$ beyond.
+* **I20** $\frac{n d'}{(n-1)(d'+1)} = 1$ at $n = d + 1$, and $< 1$ beyond;
+  the isodiametric packing bound $\delta^* \le 1/(n^{1/d} - 1)$ from
+  $n (\delta/2)^d \le ((1+\delta)/2)^d$.
 
 Source: arXiv 2608.22253 (both versions); Jung (1901).
 """
@@ -119,15 +121,34 @@ def check_i20(*, seed: int = 0, quick: bool = False) -> ProofResult:
     c = sum(x) / 3
     st.zero("the centroid minimises sum |x_i - y|^2: excess = n |y - c|^2",
             sum((xi - yv) ** 2 for xi in x) - sum((xi - c) ** 2 for xi in x) - 3 * (yv - c) ** 2)
+    # the isodiametric packing bound: n balls of volume w (delta/2)^d, disjoint, inside a set of
+    # diameter 1 + delta, of volume <= w ((1 + delta)/2)^d
+    delta, t = sp.symbols("delta t", positive=True)
+    dd = sp.Symbol("d", positive=True, integer=True)
+    st.zero("volume ratio ((1+delta)/2)^d / (delta/2)^d = ((1+delta)/delta)^d",
+            ((1 + delta) / 2) ** dd / (delta / 2) ** dd - ((1 + delta) / delta) ** dd)
+    # n <= ((1+delta)/delta)^d  <=>  t = n^(1/d) <= (1+delta)/delta  <=>  delta (t - 1) <= 1
+    st.zero("delta * ((1+delta)/delta - t) = 1 - delta (t - 1)", delta * ((1 + delta) / delta - t) - (1 - delta * (t - 1)))
+    # with t - 1 > 0, 1/(t-1) - delta has the sign of 1 - delta (t - 1)
+    st.zero("1/(t-1) - delta = (1 - delta (t - 1)) / (t - 1)", 1 / (t - 1) - delta - (1 - delta * (t - 1)) / (t - 1))
     from hilbertgeom import equidistant_limit
+    from hilbertgeom.equalize import _packing_bound
 
     for n_ in range(3, 15):
         for d_ in range(1, 6):
             lim = equidistant_limit(n_, d_)
             dp = min(d_, n_ - 1)
-            want = 1.0 if n_ <= d_ + 1 else (1.0 / (n_ - 1) if d_ == 1 else (n_ * dp / ((n_ - 1) * (dp + 1))) ** 0.5)
+            want = 1.0 if n_ <= d_ + 1 else (1.0 / (n_ - 1) if d_ == 1 else
+                                             min((n_ * dp / ((n_ - 1) * (dp + 1))) ** 0.5, 1.0 / (n_ ** (1 / d_) - 1)))
             st.residual(lim.upper - want)
-    return st.result("I20", "delta*(n,d)^2 <= n d'/((n-1)(d'+1)), tight at n = d+1", "Jung (1901); arXiv 2608.22253 (v1)")
+    # the proven plane optima (Bateman-Erdos 1951, Bezdek-Fodor 1999) lie below the packing bound
+    import math
+
+    for n_, opt in ((5, 2 / (1 + math.sqrt(5))), (6, 1 / (2 * math.sin(2 * math.pi / 5))), (7, 0.5),
+                    (8, 2 * math.sin(math.pi / 14))):
+        st.true(f"plane optimum n={n_} <= packing bound", opt <= _packing_bound(n_, 2))
+    return st.result("I20", "delta*(n,d)^2 <= n d'/((n-1)(d'+1)), tight at n = d+1; and delta* <= 1/(n^(1/d) - 1)",
+                     "Jung (1901); isodiametric inequality (Bieberbach 1915, Urysohn 1924); arXiv 2608.22253 (v1)")
 
 
 def _sum_squares_identity(n: int):
