@@ -37,6 +37,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 
 from hilbertgeom import _validate as _v
@@ -89,6 +90,21 @@ KERNELS = (
 )
 
 
+def _scoped(fn):
+    """Run ``fn`` with the GPU of its first device argument current.
+
+    CuPy allocates on the current device; an input on another GPU (a torch
+    ``cuda:1`` tensor) must have every temporary made on its own device.
+    """
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with _b.on_device(*args):
+            return fn(*args, **kwargs)
+
+    return run
+
+
 def _array(x, name, fn):
     a, xp = _b.as_device(x, name, fn)
     return _b.real_float(a, xp, name), xp
@@ -104,6 +120,7 @@ def _pair_of(a, b, names, fn):
 
 
 # --------------------------------------------------------------------------- metric
+@_scoped
 def hilbert_distance(p, q, /, *, axis=-1):
     r"""Hilbert's projective distance between positive vectors, on the device.
 
@@ -117,12 +134,14 @@ def hilbert_distance(p, q, /, *, axis=-1):
     return _k.hilbert_distance(x, y, xp, axis)
 
 
+@_scoped
 def variation_norm(x, /, *, axis=-1):
     r"""The variation seminorm ``max_i x_i - min_i x_i`` (float64), on the device."""
     a, xp = _array(x, "x", "variation_norm")
     return _k.variation_norm(a, xp, axis)
 
 
+@_scoped
 def softmax_hilbert_distance(z, z2, /, *, axis=-1):
     r"""``H(softmax z, softmax z2) = var(z - z2)`` from logits, on the device (I2).
 
@@ -133,6 +152,7 @@ def softmax_hilbert_distance(z, z2, /, *, axis=-1):
 
 
 # --------------------------------------------------------------------------- rows
+@_scoped
 def center_rows(S, /):
     r"""``P S`` (float64, on the device).
 
@@ -153,6 +173,7 @@ def _extreme(S, norm, mode, tile, fn, min_rows):
     return _k.extreme(X, xp, nrm, mode, tile)
 
 
+@_scoped
 def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
     r"""Exact diameter of the rows of a device matrix: ``max_{i<j} ||s_i - s_j||``.
 
@@ -177,6 +198,7 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
     return p if return_pair else p.distance
 
 
+@_scoped
 def closest_pair(S, /, *, norm=2, tile=None):
     r"""Exact closest pair of rows of a device matrix (see :func:`row_diameter`).
 
@@ -188,6 +210,7 @@ def closest_pair(S, /, *, norm=2, tile=None):
 
 
 # --------------------------------------------------------------------------- head
+@_scoped
 def head_norm(S, /, *, hidden_norm=2, radius=1.0):
     r"""``R D_*(S)``: the largest Hilbert change over a hidden ball (I6), on the device."""
     hn = _v.norm_choice(hidden_norm, "hidden_norm")
@@ -196,6 +219,7 @@ def head_norm(S, /, *, hidden_norm=2, radius=1.0):
     return 0.0 if p is None else R * p.distance
 
 
+@_scoped
 def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
     r"""A hidden state attaining :func:`head_norm`: a ``(d,)`` float64 device array."""
     hn = _v.norm_choice(hidden_norm, "hidden_norm")
@@ -213,6 +237,7 @@ def _gradient(G, center, fn):
     return X, xp
 
 
+@_scoped
 def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=False):
     r"""Projected RowNorm ``-(eta/2) P RN(P G)`` on the device (I15), float64.
 
@@ -224,6 +249,7 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
     return _k.projected_rownorm(X, xp, e, ep, bool(return_decrease))
 
 
+@_scoped
 def tension_bounds(G, /, *, center=False, tile=2048):
     r"""Certified ``lower <= T(G) <= upper`` on the device (I11, I17).
 
@@ -239,6 +265,7 @@ def tension_bounds(G, /, *, center=False, tile=2048):
 
 
 # --------------------------------------------------------------------------- updates
+@_scoped
 def evaluate_update(G, S, /, *, tension=None, center=False):
     r"""Measure an update on the device: exact diameter and separations, decrease.
 
@@ -289,6 +316,7 @@ def evaluate_update(G, S, /, *, tension=None, center=False):
 
 
 # --------------------------------------------------------------------------- equalizer
+@_scoped
 def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, xp=None):
     r"""The scalable equalizer of :func:`hilbertgeom.equalize_rows`, on the device.
 

@@ -108,6 +108,43 @@ def _widen_bfloat16(x):
     return x
 
 
+def _detached(x):
+    """A tensor that tracks gradients, detached (no copy): DLPack refuses to export it."""
+    if getattr(x, "requires_grad", False) and hasattr(x, "detach"):
+        return x.detach()
+    return x
+
+
+def _cuda_index(x):
+    """The CUDA device id of a DLPack-exporting object on a CUDA device, else ``None``."""
+    if hasattr(x, "__dlpack_device__") and not isinstance(x, type):
+        try:
+            kind, idx = x.__dlpack_device__()
+        except Exception:
+            return None
+        if int(kind) in _DLPACK_DEVICE:
+            return int(idx)
+    return None
+
+
+def on_device(*arrays):
+    """Context manager making the first device array's GPU current (CuPy allocates there).
+
+    CuPy creates arrays on the *current* device; for inputs on another GPU
+    (``cuda:1``) every temporary must be made on theirs.  For host arrays
+    (the CPU tests) it does nothing.
+    """
+    cp = _cupy()
+    if cp is not None:
+        for a in arrays:
+            if isinstance(a, cp.ndarray):
+                return a.device
+            idx = _cuda_index(a)
+            if idx is not None:
+                return cp.cuda.Device(idx)
+    return contextlib.nullcontext()
+
+
 def as_device(x, name: str, fn: str):
     """``(array, xp)`` for a device array; ``TypeError`` for host data.
 
@@ -131,7 +168,7 @@ def as_device(x, name: str, fn: str):
                 f"{name} lives on a {_DLPACK_DEVICE[dev]} device but CuPy is not installed: "
                 "pip install 'hilbertgeom[gpu]'"
             )
-        y = cp.from_dlpack(_widen_bfloat16(x))
+        y = cp.from_dlpack(_widen_bfloat16(_detached(x)))
         return y, array_api_compat.array_namespace(y)
     if _ACCEPT_HOST.get() and array_api_compat.is_array_api_obj(x) and not isinstance(x, (list, tuple)):
         return x, array_api_compat.array_namespace(x)
@@ -319,6 +356,24 @@ def with_tile_fallback(run, tile: int, *, what: str, user_tile: bool):
             tile = new
 
 
-def tf32_enabled() -> bool:
-    """True when CuPy may run float32 GEMMs on TF32 tensor cores (``CUPY_TF32=1``)."""
-    return os.environ.get("CUPY_TF32", "0").strip() not in ("", "0")
+def tf32_enabled(a=None) -> bool:
+    """True when CuPy may run the float32 GEMMs on ``a`` on TF32 tensor cores.
+
+    Asks CuPy for its compute type (set by ``CUPY_TF32=1`` or
+    ``cupy._core.set_compute_type``); if that cannot be read, the environment
+    variable decides.  Host arrays (the CPU tests) never use TF32.
+    """
+    cp = _cupy()
+    if a is not None and (cp is None or not isinstance(a, cp.ndarray)):
+        return False
+    if cp is not None:
+        try:
+            from cupy._core import _routines_linalg as rl
+
+            return rl.get_compute_type(cp.dtype("float32")) == rl.COMPUTE_TYPE_TF32
+        except Exception:
+            pass
+    try:
+        return int(os.environ.get("CUPY_TF32", "0").strip() or "0") > 0
+    except ValueError:
+        return False

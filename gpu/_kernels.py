@@ -220,7 +220,7 @@ def brute_pair(X, xp, metric: str, mode: str, tile: int) -> Pair:
     X = xp.astype(X, xp.float64)
     V, d = X.shape
     is_max = mode == "max"
-    B = max(1, int(tile))
+    B = min(max(1, int(tile)), V)
     ar = xp.arange(B)
     lower = xp.reshape(ar, (B, 1)) >= xp.reshape(ar, (1, B))
     best, best_key = (-math.inf if is_max else math.inf), None
@@ -261,8 +261,7 @@ def extreme(X, xp, nrm: float, mode: str, tile) -> Pair:
     V, d = X.shape
     user = tile is not None
     if nrm == 2.0:
-        screen_u = 2.0**-11 if (X.dtype == xp.float32 and _b.tf32_enabled() and _b._cupy() is not None
-                                and isinstance(X, _b._cupy().ndarray)) else None
+        op_u = 2.0**-11 if (X.dtype == xp.float32 and _b.tf32_enabled(X)) else 0.0
         B = int(tile) if user else _b.tile_rows(_l2_entry_bytes(X, xp), V)
         if mode == "max":
             keep = distinct_rows(X, xp)
@@ -271,11 +270,11 @@ def extreme(X, xp, nrm: float, mode: str, tile) -> Pair:
                     return Pair(0.0, 0, 1)
                 Xk = xp.take(X, keep, axis=0)
                 p = _b.with_tile_fallback(
-                    lambda t: extreme_pair_l2(Xk, mode=mode, xp=xp, tile=t, screen_u=screen_u),
+                    lambda t: extreme_pair_l2(Xk, mode=mode, xp=xp, tile=t, operand_u=op_u),
                     min(B, Xk.shape[0]), what="row_diameter", user_tile=user)
                 return Pair(p.distance, int(keep[p.i]), int(keep[p.j]))
         return _b.with_tile_fallback(
-            lambda t: extreme_pair_l2(X, mode=mode, xp=xp, tile=t, screen_u=screen_u),
+            lambda t: extreme_pair_l2(X, mode=mode, xp=xp, tile=t, operand_u=op_u),
             B, what="row_diameter" if mode == "max" else "closest_pair", user_tile=user)
     if nrm == math.inf and mode == "max":
         return linf_diameter(X, xp)

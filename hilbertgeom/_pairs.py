@@ -100,7 +100,7 @@ def pair_distance(diff, xp):
     return xp.sqrt(xp.sum(y * y, axis=1)) / f
 
 
-def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, screen_u: float | None = None) -> Pair:
+def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.0) -> Pair:
     """Farthest (``mode='max'``) or closest (``'min'``) pair in float64 distance.
 
     "Exact" means: the pair whose float64 distance (:func:`pair_distance`) is
@@ -110,10 +110,15 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, screen_u: float | Non
 
     ``S`` is a finite float32 or float64 ``(V, d)`` array of namespace ``xp``
     with ``V >= 2``.  float32 input is screened in float32 (after float64
-    centring), anything else in float64.  ``screen_u`` overrides the unit
-    roundoff assumed for the screening GEMM (``2^-11`` when float32 products
-    run on TF32 tensor cores, whose operands keep 10 mantissa bits); the
-    window widens accordingly and the answer stays exact.
+    centring), anything else in float64.  ``operand_u`` is the unit roundoff
+    with which the GEMM itself rounds its operands before multiplying
+    (``2^-11`` when float32 products run on TF32 tensor cores, which keep 10
+    mantissa bits of each operand but accumulate in float32).  Each product
+    ``L_k R_k`` then carries a relative error ``2 u_op + u_op^2`` on top of the
+    float32 accumulation, and ``sum |L_k R_k| <= 4N``, so the window widens by
+    ``4 (2 u_op + u_op^2)(1 + gamma_m) N``; the answer stays exact.  When
+    ``m u >= 0.1`` (``d`` beyond about 1.6 million in float32) the screening
+    runs in float64 instead.
     """
     V, d = S.shape
     f64 = xp.float64
@@ -140,12 +145,14 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, screen_u: float | Non
     n = xp.sum(Xc * Xc, axis=1)
     N = float(xp.max(n))
     u, tiny = _finfo(xp, screen)
-    if screen_u is not None:
-        u = max(u, float(screen_u))
-    u64, _ = _finfo(xp, f64)
     m = d + 2
+    if m * u >= 0.1 and screen != f64:  # the float32 bound would be vacuous
+        screen, operand_u = f64, 0.0
+        u, tiny = _finfo(xp, screen)
+    u64, _ = _finfo(xp, f64)
     gamma = m * u / (1.0 - m * u)
-    eps = 2.0 * (4.0 * gamma + 10.2 * u + 8.2 * u64) * N + 8.0 * m * tiny
+    uo = float(operand_u)
+    eps = 2.0 * (4.0 * gamma + 10.2 * u + 8.2 * u64 + 4.0 * (2.0 * uo + uo * uo) * (1.0 + gamma)) * N + 8.0 * m * tiny
     eps64 = 2.0 * (2 * d + 8) * u64 * N
 
     Xh = xp.astype(Xc, screen)
@@ -156,7 +163,7 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, screen_u: float | Non
     R = xp.concat([-2.0 * Xh, ones, nh], axis=1)
     del Xh, nh, ones
 
-    B = max(1, int(tile))
+    B = min(max(1, int(tile)), V)
     ar = xp.arange(B)
     lower = xp.reshape(ar, (B, 1)) >= xp.reshape(ar, (1, B))  # i >= j inside a diagonal tile
     is_max = mode == "max"

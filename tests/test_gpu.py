@@ -267,19 +267,54 @@ def test_out_of_memory_tiles_shrink_and_say_so():
         _backend.with_tile_fallback(other, 512, what="x", user_tile=False)
 
 
-def test_tf32_screening_keeps_the_answer_exact(monkeypatch, rng):
-    """With TF32's unit roundoff assumed, the window widens but the pair is the same."""
+@pytest.mark.parametrize("d", [16, 2046, 4096])
+def test_tf32_screening_keeps_the_answer_exact(d, rng):
+    """With TF32 operand rounding assumed, the window widens but the pair is the same,
+    also where d u_TF32 >= 1 (the bound keeps float32 accumulation separate)."""
     from hilbertgeom._pairs import extreme_pair_l2
 
-    S = rng.standard_normal((500, 16)).astype(np.float32)
+    S = rng.standard_normal((120, d)).astype(np.float32)
     for mode in ("max", "min"):
         a = extreme_pair_l2(S, mode=mode, xp=np, tile=64)
-        b = extreme_pair_l2(S, mode=mode, xp=np, tile=64, screen_u=2.0**-11)
-        assert a == b
-    monkeypatch.setenv("CUPY_TF32", "1")
-    assert _backend.tf32_enabled()
-    monkeypatch.setenv("CUPY_TF32", "0")
-    assert not _backend.tf32_enabled()
+        b = extreme_pair_l2(S, mode=mode, xp=np, tile=64, operand_u=2.0**-11)
+        assert a == b == (hg.row_diameter(S, return_pair=True) if mode == "max" else hg.closest_pair(S))
+
+
+def test_tf32_detection(monkeypatch):
+    assert not _backend.tf32_enabled(np.ones((2, 2), dtype=np.float32))  # host arrays never use TF32
+    if _backend._cupy() is None:
+        monkeypatch.setenv("CUPY_TF32", "1")
+        assert _backend.tf32_enabled()
+        monkeypatch.setenv("CUPY_TF32", "0")
+        assert not _backend.tf32_enabled()
+        monkeypatch.setenv("CUPY_TF32", "yes")
+        assert not _backend.tf32_enabled()
+
+
+def test_tensors_that_track_gradients_are_detached_without_copy():
+    class Param:
+        requires_grad = True
+
+        def detach(self):
+            return "detached view"
+
+    assert _backend._detached(Param()) == "detached view"
+    plain = np.ones(2)
+    assert _backend._detached(plain) is plain
+
+
+def test_device_scope_is_a_no_op_for_host_arrays():
+    with _backend.on_device(np.ones(2), [1.0]):
+        pass
+    assert _backend._cuda_index(_FakeDeviceArray()) == 0
+    assert _backend._cuda_index(np.ones(2)) is None
+
+
+def test_huge_explicit_tile_on_a_small_matrix_is_capped(rng):
+    S = rng.standard_normal((50, 3))
+    with accept_host_arrays():
+        assert hgg.row_diameter(S, tile=10**6, return_pair=True) == hg.row_diameter(S, return_pair=True)
+        assert hgg.closest_pair(S, tile=10**6, norm=1) == hg.closest_pair(S, norm=1)
 
 
 @pytest.mark.parametrize("xp", NAMESPACES)
