@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from hilbertgeom._pairs import Pair, extreme_pair_l2, pair_distance
+from hilbertgeom._pairs import Pair, _sorted_groups, extreme_pair_l2, pair_distance
 from hilbertgeom._validate import ZERO_SUM_RTOL
 from hilbertgeom.ball import jung_radius
 
@@ -116,47 +116,23 @@ def center_rows(S, xp):
     return X - xp.mean(X, axis=0)
 
 
-def _row_keys(X, xp, rows: int):
-    """A float64 key per row, equal for equal rows (fixed device-side weights)."""
-    V, d = X.shape
-    k = xp.arange(d, dtype=xp.float64)
-    w = xp.sin(k * 12.9898 + 78.233) * 43758.5453
-    w = w - xp.floor(w) - 0.5
-    parts = [xp.sum(xp.astype(X[a : min(a + rows, V), :], xp.float64) * w, axis=1) for a in range(0, V, rows)]
-    return xp.concat(parts) if len(parts) > 1 else parts[0]
-
-
 def distinct_rows(X, xp):
     """Ascending indices of the rows to keep when exact duplicates are dropped.
 
     The first occurrence of every distinct row is kept (so a farthest pair
-    among kept rows maps to the smallest original pair); ``None`` when no
-    duplicate was found.  Rows are grouped by a weighted row sum and only
-    neighbours with equal keys are compared entry by entry, so a duplicate
-    the key misses is merely kept (harmless), never a distinct row dropped.
+    among kept rows maps to the smallest original pair); ``None`` when there
+    is no duplicate, or when two distinct rows share a key (then nothing is
+    dropped: duplicates only cost time, never correctness).  Grouping as in
+    :func:`hilbertgeom._pairs.first_duplicate_pair`.
     """
-    V, d = X.shape
-    rows = max(1, _b.tile_budget_bytes() // (16 * d))
-    key = _row_keys(X, xp, rows)
-    order = xp.argsort(key, stable=True)
-    ks = xp.take(key, order)
-    cand = xp.nonzero(ks[1:] == ks[:-1])[0]
-    if cand.shape[0] == 0:
+    grouped = _sorted_groups(X, xp)
+    if grouped is None:
         return None
-    drop = []
-    for c0 in range(0, cand.shape[0], rows):
-        c = cand[c0 : min(c0 + rows, cand.shape[0])]
-        ia = xp.take(order, c)
-        ib = xp.take(order, c + 1)
-        eq = xp.all(xp.take(X, ia, axis=0) == xp.take(X, ib, axis=0), axis=1)
-        drop.append(ib[eq])
-    dropped = xp.concat(drop) if len(drop) > 1 else drop[0]
-    if dropped.shape[0] == 0:
+    order, same = grouped
+    if not bool(xp.any(same)):
         return None
-    dropped = xp.sort(dropped)
-    ar = xp.arange(V, dtype=dropped.dtype)
-    pos = xp.clip(xp.searchsorted(dropped, ar), 0, dropped.shape[0] - 1)
-    return xp.nonzero(xp.take(dropped, pos) != ar)[0]
+    firsts = xp.concat([order[:1], order[1:][xp.logical_not(same)]])
+    return xp.sort(firsts)
 
 
 def _cummin(a, xp):

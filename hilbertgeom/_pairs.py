@@ -50,13 +50,64 @@ def _finfo(xp, dtype):
     return float(fi.eps) / 2.0, float(fi.smallest_normal)
 
 
+def row_keys(X, xp):
+    """A float64 key per row: ``sum_k w_k x_k`` accumulated column by column.
+
+    The weights are fixed pseudo-random numbers times ``2^-(bit_length(d))``
+    (no overflow for finite input).  The sum runs as one elementwise
+    multiply-add per column, in column order, so every row goes through the
+    same IEEE operations: equal rows get bit-identical keys on any device.
+    Distinct rows may collide (equal keys); callers check for that.
+    """
+    V, d = X.shape
+    scale = math.ldexp(1.0, -d.bit_length())
+    key = xp.zeros((V,), dtype=xp.float64)
+    for k in range(d):
+        w = math.sin(k * 12.9898 + 78.233) * 43758.5453
+        w = (w - math.floor(w) - 0.5) * scale
+        key = key + xp.astype(X[:, k], xp.float64) * w
+    return key
+
+
+def _sorted_groups(X, xp):
+    """``(order, same)``: rows sorted by :func:`row_keys` (stable), and for each
+    sorted position ``p >= 1`` whether row ``order[p]`` equals row ``order[p-1]``
+    exactly; ``None`` when two distinct rows share a key next to each other
+    (the grouping is then not trusted)."""
+    key = row_keys(X, xp)
+    order = xp.argsort(key, stable=True)
+    ks = xp.take(key, order)
+    cand = xp.nonzero(ks[1:] == ks[:-1])[0]
+    V = X.shape[0]
+    same = xp.zeros((V - 1,), dtype=xp.bool)
+    if cand.shape[0] == 0:
+        return order, same
+    rows = max(1, (1 << 22) // max(X.shape[1], 1))
+    parts = []
+    for c0 in range(0, cand.shape[0], rows):
+        c = cand[c0 : min(c0 + rows, cand.shape[0])]
+        eq = xp.all(xp.take(X, xp.take(order, c), axis=0) == xp.take(X, xp.take(order, c + 1), axis=0), axis=1)
+        if not bool(xp.all(eq)):
+            return None  # a key collision between distinct rows
+        parts.append(c)
+    # positions p >= 1 (as p - 1 = c) whose row equals its predecessor
+    c = xp.concat(parts) if len(parts) > 1 else parts[0]
+    hit = xp.astype(xp.searchsorted(c, xp.arange(V - 1, dtype=c.dtype)), xp.int64)
+    hit = xp.clip(hit, 0, c.shape[0] - 1)
+    same = xp.take(c, hit) == xp.arange(V - 1, dtype=c.dtype)
+    return order, same
+
+
 def first_duplicate_pair(X, xp):
     """Smallest ``(i, j)``, ``i < j``, with ``X[i] == X[j]`` exactly, or ``None``.
 
     NumPy: one pass that keys each row by its bytes (``-0.0`` folded into
-    ``0.0``), ``O(V d)``.  Other namespaces: a stable lexicographic sort of the
-    rows (least significant column first) puts equal rows next to each other
-    in index order, ``O(d V log V)``.
+    ``0.0``), ``O(V d)``.  Other namespaces (devices): rows are sorted by
+    :func:`row_keys`; equal rows have equal keys, so when no two distinct rows
+    collide every run of equal keys is one class of equal rows, in index order,
+    and a class's smallest pair is its first two members -- ``O(V d + V log V)``.
+    On a collision, a stable lexicographic sort of the rows (least
+    significant column first, ``O(d V log V)``) decides instead.
     """
     V, d = X.shape
     if isinstance(X, np.ndarray):
@@ -68,6 +119,19 @@ def first_duplicate_pair(X, xp):
             if j != i and (best is None or (j, i) < best):
                 best = (j, i)
         return best
+    grouped = _sorted_groups(X, xp)
+    if grouped is not None:
+        order, same = grouped
+        if not bool(xp.any(same)):
+            return None
+        # p - 1 = position of the first member when p is the second one of its run
+        prev = xp.concat([xp.zeros((1,), dtype=xp.bool), same[:-1]])
+        second = xp.logical_and(same, xp.logical_not(prev))
+        pos = xp.nonzero(second)[0]
+        a = xp.astype(xp.take(order, pos), xp.int64)
+        b = xp.astype(xp.take(order, pos + 1), xp.int64)
+        key = int(xp.min(xp.minimum(a, b) * V + xp.maximum(a, b)))
+        return divmod(key, V)
     order = xp.arange(V)
     for k in range(d - 1, -1, -1):
         col = xp.take(X[:, k], order)

@@ -425,6 +425,18 @@ def test_distinct_rows_keeps_first_occurrences():
     keep = _kernels.distinct_rows(X, np)
     np.testing.assert_array_equal(keep, [0, 1, 3])
     assert _kernels.distinct_rows(np.eye(3), np) is None
+    Xs = array_api_strict.asarray(X)
+    np.testing.assert_array_equal(np.asarray(_kernels.distinct_rows(Xs, array_api_strict)), [0, 1, 3])
+
+
+def test_distinct_rows_drops_nothing_on_a_key_collision(monkeypatch):
+    import hilbertgeom._pairs as pairs
+
+    monkeypatch.setattr(pairs, "row_keys", lambda X, xp: xp.zeros((X.shape[0],), dtype=xp.float64))
+    X = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]])
+    assert _kernels.distinct_rows(X, np) is None
+    with accept_host_arrays():  # and the diameter is still the core's
+        assert hgg.row_diameter(X, return_pair=True) == hg.row_diameter(X, return_pair=True)
 
 
 def test_running_minimum_scan():

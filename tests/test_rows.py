@@ -223,6 +223,29 @@ def test_duplicate_detection_both_paths_match_brute_force(S):
     assert first_duplicate_pair(array_api_strict.asarray(S), array_api_strict) == want
 
 
+@given(hnp.arrays(np.float64, st.tuples(st.integers(2, 30), st.integers(1, 3)),
+                  elements=st.sampled_from([0.0, -0.0, 1.0, 2.5])))
+def test_duplicate_detection_survives_key_collisions(S):
+    """With every row given the same key, the device path must notice and fall back."""
+    import hilbertgeom._pairs as pairs
+
+    orig = pairs.row_keys
+    pairs.row_keys = lambda X, xp: xp.zeros((X.shape[0],), dtype=xp.float64)
+    try:
+        got = first_duplicate_pair(array_api_strict.asarray(S), array_api_strict)
+    finally:
+        pairs.row_keys = orig
+    assert got == _first_duplicate_brute(S)
+
+
+def test_row_keys_are_equal_for_equal_rows_and_finite_at_the_top_of_the_range():
+    from hilbertgeom._pairs import row_keys
+
+    X = np.array([[1.0, -0.0, 3.0], [2.0, 5.0, 1.0], [1.0, 0.0, 3.0], [1.7e308, -1.7e308, 1.7e308]])
+    k = np.asarray(row_keys(array_api_strict.asarray(X), array_api_strict))
+    assert k[0] == k[2] and k[0] != k[1] and np.isfinite(k).all()
+
+
 # ---------------------------------------------------------------- center_rows
 @given(hnp.arrays(np.float64, st.tuples(st.integers(1, 12), st.integers(1, 5)),
                   elements=st.floats(-1e3, 1e3)))
