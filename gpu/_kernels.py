@@ -24,6 +24,8 @@ from . import _backend as _b
 __all__: list[str] = []  # private module
 
 _U64 = 2.0**-53
+# TF32 keeps 10 mantissa bits of each operand; truncated or rounded, the relative error is < 2^-10
+TF32_OPERAND_U = 2.0**-10
 _BRUTE_CHUNK = 64  # columns per step of the O(V^2 d) l1 / l_inf searches
 
 
@@ -237,7 +239,7 @@ def extreme(X, xp, nrm: float, mode: str, tile) -> Pair:
     V, d = X.shape
     user = tile is not None
     if nrm == 2.0:
-        op_u = 2.0**-11 if (X.dtype == xp.float32 and _b.tf32_enabled(X)) else 0.0
+        op_u = TF32_OPERAND_U if (X.dtype == xp.float32 and _b.tf32_enabled(X)) else 0.0
         B = int(tile) if user else _b.tile_rows(_l2_entry_bytes(X, xp), V)
         if mode == "max":
             keep = distinct_rows(X, xp)

@@ -164,7 +164,7 @@ def pair_distance(diff, xp):
     return xp.sqrt(xp.sum(y * y, axis=1)) / f
 
 
-def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.0) -> Pair:
+def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.0, _matmul=None) -> Pair:
     """Farthest (``mode='max'``) or closest (``'min'``) pair in float64 distance.
 
     "Exact" means: the pair whose float64 distance (:func:`pair_distance`) is
@@ -176,13 +176,15 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
     with ``V >= 2``.  float32 input is screened in float32 (after float64
     centring), anything else in float64.  ``operand_u`` is the unit roundoff
     with which the GEMM itself rounds its operands before multiplying
-    (``2^-11`` when float32 products run on TF32 tensor cores, which keep 10
-    mantissa bits of each operand but accumulate in float32).  Each product
+    (``2^-10`` when float32 products run on TF32 tensor cores, which keep 10
+    mantissa bits of each operand, truncated or rounded, but accumulate in
+    float32).  Each product
     ``L_k R_k`` then carries a relative error ``2 u_op + u_op^2`` on top of the
     float32 accumulation, and ``sum |L_k R_k| <= 4N``, so the window widens by
     ``4 (2 u_op + u_op^2)(1 + gamma_m) N``; the answer stays exact.  When
     ``m u >= 0.1`` (``d`` beyond about 1.6 million in float32) the screening
-    runs in float64 instead.
+    runs in float64 instead.  ``_matmul`` replaces the tile product (tests
+    emulate TF32 with it).
     """
     V, d = S.shape
     f64 = xp.float64
@@ -240,7 +242,8 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
     for bi in range(0, V, B):
         Li = L[bi : min(bi + B, V), :]
         for bj in range(bi, V, B):
-            T = Li @ xp.matrix_transpose(R[bj : min(bj + B, V), :])
+            Rj = xp.matrix_transpose(R[bj : min(bj + B, V), :])
+            T = Li @ Rj if _matmul is None else _matmul(Li, Rj)
             if bi == bj:
                 h = T.shape[0]
                 if h == 1:

@@ -276,7 +276,7 @@ def test_tf32_screening_keeps_the_answer_exact(d, rng):
     S = rng.standard_normal((120, d)).astype(np.float32)
     for mode in ("max", "min"):
         a = extreme_pair_l2(S, mode=mode, xp=np, tile=64)
-        b = extreme_pair_l2(S, mode=mode, xp=np, tile=64, operand_u=2.0**-11)
+        b = extreme_pair_l2(S, mode=mode, xp=np, tile=64, operand_u=2.0**-10)
         assert a == b == (hg.row_diameter(S, return_pair=True) if mode == "max" else hg.closest_pair(S))
 
 
@@ -496,3 +496,35 @@ def test_gpu_docstring_examples_run(modname):
 
     res = doctest.testmod(importlib.import_module(modname), optionflags=doctest.NORMALIZE_WHITESPACE)
     assert res.failed == 0
+
+
+def _tf32(a, nearest: bool):
+    """float32 cut to TF32's 10 mantissa bits: rounded to nearest, or truncated (both occur
+    in hardware, depending on how the operands reach the tensor cores)."""
+    b = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    if nearest:
+        b = b + np.uint32(0x1000)
+    return (b & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("nearest", [True, False], ids=["round-to-nearest", "truncate"])
+def test_tf32_allowance_is_needed_and_sufficient_under_emulated_tf32(nearest):
+    """Emulate TF32 GEMMs (operands cut to 10 bits, float32 accumulation) on clouds
+    with near-ties: with the allowance the pair is always exact; without it, some is not."""
+    from hilbertgeom._pairs import extreme_pair_l2
+    from hilbertgeom.gpu._kernels import TF32_OPERAND_U
+
+    def mm(A, B):
+        return _tf32(A, nearest) @ _tf32(B, nearest)
+
+    rng = np.random.default_rng(0)
+    wrong_without = 0
+    for _ in range(40):
+        X = rng.standard_normal((200, 64))
+        X /= np.linalg.norm(X, axis=1, keepdims=True)  # near a sphere: many near-tied distances
+        X = (X * (1 + 1e-4 * rng.standard_normal((200, 1)))).astype(np.float32)
+        for mode in ("max", "min"):
+            want = hg.row_diameter(X, return_pair=True) if mode == "max" else hg.closest_pair(X)
+            assert extreme_pair_l2(X, mode=mode, xp=np, tile=64, operand_u=TF32_OPERAND_U, _matmul=mm) == want
+            wrong_without += extreme_pair_l2(X, mode=mode, xp=np, tile=64, _matmul=mm) != want
+    assert wrong_without >= 1
