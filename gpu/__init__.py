@@ -241,12 +241,19 @@ def _gradient(G, center, fn):
 def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=False):
     r"""Projected RowNorm ``-(eta/2) P RN(P G)`` on the device (I15), float64.
 
+    ``G`` is read in row chunks, in its own precision (float32 stays float32
+    in memory); beyond ``G`` and the result, memory is a few chunks within the
+    tile budget.  Agrees with :func:`hilbertgeom.projected_rownorm` up to the
+    summation order of the means (a few ulps).
+
     Returns the update, or ``(update, decrease)`` with the decrease a float.
     """
-    X, xp = _gradient(G, center, "projected_rownorm")
+    X, xp = _b.device_matrix(G, "G", "projected_rownorm", min_rows=2)
+    if not isinstance(center, bool):
+        raise TypeError(f"center must be a bool; got {type(center).__name__}")
     e = _v.scalar(eta, "eta", minimum=0.0)
     ep = _v.scalar(eps, "eps", minimum=0.0)
-    return _k.projected_rownorm(X, xp, e, ep, bool(return_decrease))
+    return _k.projected_rownorm(X, xp, center, e, ep, bool(return_decrease))
 
 
 @_scoped

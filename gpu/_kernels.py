@@ -323,11 +323,59 @@ def rownormalize(X, xp, n, eps: float):
     return xp.where(xp.reshape(nz, (-1, 1)), N, xp.zeros_like(N))
 
 
-def projected_rownorm(X, xp, eta: float, eps: float, return_decrease: bool):
-    n = rownorms(X, xp)
-    N = rownormalize(X, xp, n, eps)
-    S = -(eta / 2.0) * (N - xp.mean(N, axis=0)) + 0.0  # + 0.0 folds -0.0 into 0.0
+def _row_chunk(V: int, d: int) -> int:
+    """Rows per chunk so that a few float64 ``chunk x d`` temporaries fit the tile budget."""
+    return max(1, min(V, _b.tile_budget_bytes() // (8 * d * 6)))
+
+
+def column_mean(G, xp, center: bool, rows: int):
+    """Column means of ``G`` in float64, read in row chunks; the zero-sum rule of
+    :func:`zero_sum` unless ``center`` (no ``V x d`` float64 copy is made)."""
+    V, d = G.shape
+    col = xp.zeros((d,), dtype=xp.float64)
+    scale = xp.zeros((d,), dtype=xp.float64)
+    for a in range(0, V, rows):
+        C = xp.astype(G[a : min(a + rows, V), :], xp.float64)
+        col = col + xp.sum(C, axis=0)
+        if not center:
+            scale = scale + xp.sum(xp.abs(C), axis=0)
+    if not center:
+        excess = xp.abs(col) - ZERO_SUM_RTOL * scale - V * 2.0**-1074
+        if float(xp.max(excess)) > 0:
+            k = int(xp.argmax(xp.abs(col)))
+            raise ValueError(
+                f"G must have zero column sums (max |1^T G| = {abs(float(col[k])):.2e} in column {k}); "
+                "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
+                "gradients of very confident predictions, whose p_c - 1 loses digits)"
+            )
+    return col / V
+
+
+def projected_rownorm(G, xp, center: bool, eta: float, eps: float, return_decrease: bool):
+    """``-(eta/2) P RN(P G)`` in row chunks: memory is ``G``, the float64 result and
+    a few ``chunk x d`` temporaries within the tile budget.
+
+    Three passes read ``G`` in its own precision: column means (and the
+    zero-sum check), row norms with the column sums of ``RN``, and the output.
+    """
+    V, d = G.shape
+    rows = _row_chunk(V, d)
+    m = xp.reshape(column_mean(G, xp, center, rows), (1, d))
+    norms = []
+    sumN = xp.zeros((d,), dtype=xp.float64)
+    for a in range(0, V, rows):
+        X = xp.astype(G[a : min(a + rows, V), :], xp.float64) - m
+        n = rownorms(X, xp)
+        norms.append(n)
+        sumN = sumN + xp.sum(rownormalize(X, xp, n, eps), axis=0)
+    mN = xp.reshape(sumN / V, (1, d))
+    S = xp.empty((V, d), dtype=xp.float64)
+    for t, a in enumerate(range(0, V, rows)):
+        b = min(a + rows, V)
+        X = xp.astype(G[a:b, :], xp.float64) - m
+        S[a:b, :] = -(eta / 2.0) * (rownormalize(X, xp, norms[t], eps) - mN) + 0.0  # + 0.0 folds -0.0
     if return_decrease:
+        n = xp.concat(norms) if len(norms) > 1 else norms[0]
         return S, eta / 2.0 * float(xp.sum(xp.where(n > eps, n, xp.zeros_like(n))))
     return S
 

@@ -528,3 +528,18 @@ def test_tf32_allowance_is_needed_and_sufficient_under_emulated_tf32(nearest):
             assert extreme_pair_l2(X, mode=mode, xp=np, tile=64, operand_u=TF32_OPERAND_U, _matmul=mm) == want
             wrong_without += extreme_pair_l2(X, mode=mode, xp=np, tile=64, _matmul=mm) != want
     assert wrong_without >= 1
+
+
+@pytest.mark.parametrize("xp", NAMESPACES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_projected_rownorm_in_several_row_chunks_equals_the_core(xp, dtype, rng):
+    G = (rng.standard_normal((300, 64)) * 10.0**rng.uniform(-3, 3, size=(300, 1))).astype(dtype)
+    G[7] = 0.0
+    with accept_host_arrays(), hgg.tile_budget(128 * 128 * 18):
+        assert _kernels._row_chunk(300, 64) < 300  # really chunked (96 rows)
+        Sg, dg = hgg.projected_rownorm(xp.asarray(G), eta=0.3, eps=1e-12, center=True, return_decrease=True)
+        with pytest.raises(ValueError, match=r"G must have zero column sums .* in column"):
+            hgg.projected_rownorm(xp.asarray(G + 1.0))
+    Sc, dc = hg.projected_rownorm(G.astype(np.float64), eta=0.3, eps=1e-12, center=True, return_decrease=True)
+    np.testing.assert_allclose(_np(Sg), Sc, rtol=0, atol=64 * 2.0**-53)
+    assert dg == pytest.approx(dc, rel=1e-13)
