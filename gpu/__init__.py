@@ -5,8 +5,10 @@ Installed from the top-level ``gpu/`` folder as ``hilbertgeom.gpu`` (extra
 never requires CUDA.
 
 The functions have the core's names and signatures and return the core's
-answers: the same float64 extremal distances and pairs (float32 input is
-screened in float32 and re-checked in float64), the same validation rules.
+answers: the same extremal pairs, with float64 distances (float32 input is
+screened in float32 and re-checked in float64) that agree with NumPy's to
+the rounding of a ``d``-term sum (the device adds in another order), and
+the same validation rules.
 They take device arrays -- CuPy arrays, or anything exporting DLPack on a CUDA
 device such as a torch CUDA tensor (bfloat16 tensors are widened to float32 on
 the device, which is exact) -- and keep them there: arrays come back on the
@@ -178,7 +180,10 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
     r"""Exact diameter of the rows of a device matrix: ``max_{i<j} ||s_i - s_j||``.
 
     The float64 distance of the farthest pair, ties to the smallest ``(i, j)``
-    -- the answer of :func:`hilbertgeom.row_diameter` on the same rows.
+    -- the answer of :func:`hilbertgeom.row_diameter` on the same rows, up to
+    the rounding of the ``d``-term sum in the distance, which the device adds
+    in its own order (relative ``2 (d+2) 2^-53``; pairs tied within it may
+    swap).
     ``norm=2`` screens all pairs with one GEMM per ``tile x tile`` block (in
     float32 for float32 input) and re-checks the candidates in float64;
     ``tile=None`` takes the largest tile the budget allows

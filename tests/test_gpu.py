@@ -543,3 +543,38 @@ def test_projected_rownorm_in_several_row_chunks_equals_the_core(xp, dtype, rng)
     Sc, dc = hg.projected_rownorm(G.astype(np.float64), eta=0.3, eps=1e-12, center=True, return_decrease=True)
     np.testing.assert_allclose(_np(Sg), Sc, rtol=0, atol=64 * 2.0**-53)
     assert dg == pytest.approx(dc, rel=1e-13)
+
+
+def test_pair_matching_rule_of_the_device_check():
+    from hilbertgeom.gpu.check import pair_matches
+
+    S = np.array([[0.0, 0.0], [3.0, 4.0], [1.0, 1.0], [0.0, 0.0]])
+    want = hg.row_diameter(S, return_pair=True)  # Pair(5.0, 0, 1)
+    assert pair_matches(want, want, S) == (True, "identical pair and distance")
+    ok, why = pair_matches(hg.Pair(np.nextafter(5.0, 6.0), 0, 1), want, S)
+    assert ok and "same pair" in why and "1 ulp" in why
+    ok, _ = pair_matches(hg.Pair(5.0, 1, 3), want, S)  # (1, 3) ties exactly with (0, 1)
+    assert ok
+    assert not pair_matches(hg.Pair(5.0 * (1 + 1e-12), 0, 1), want, S)[0]  # far beyond rounding
+    assert not pair_matches(hg.Pair(np.sqrt(13.0), 1, 2), want, S)[0]  # not the farthest pair
+
+
+def test_kernels_in_a_namespace_that_sums_in_another_order():
+    """torch (CPU) sums in another order than NumPy, as a GPU does: pairs and distances
+    must still match the core under the device check's rule."""
+    torch = pytest.importorskip("torch", reason="torch is not a test dependency; this runs where it is installed")
+    from hilbertgeom.gpu.check import pair_matches
+
+    rng = np.random.default_rng(5)
+    with accept_host_arrays():
+        for _ in range(20):
+            V, d = int(rng.integers(2, 80)), int(rng.integers(1, 40))
+            S = rng.standard_normal((V, d)) * 3 + 50
+            T = torch.from_numpy(S.copy())
+            for norm in (2, 1, math.inf):
+                ok, why = pair_matches(hgg.row_diameter(T, norm=norm, return_pair=True),
+                                       hg.row_diameter(S, norm=norm, return_pair=True), S, norm)
+                assert ok, why
+                if V >= 2:
+                    ok, why = pair_matches(hgg.closest_pair(T, norm=norm), hg.closest_pair(S, norm=norm), S, norm)
+                    assert ok, why
