@@ -65,7 +65,7 @@ def row_keys(X, xp):
     for k in range(d):
         w = math.sin(k * 12.9898 + 78.233) * 43758.5453
         w = (w - math.floor(w) - 0.5) * scale
-        key = key + xp.astype(X[:, k], xp.float64) * w
+        key = key + xp.astype(X[:, k], xp.float64, copy=False) * w
     return key
 
 
