@@ -69,10 +69,30 @@ def _packing_bound(n: int, d: int) -> float:
     Balls of radius ``delta/2`` around the points are disjoint and lie in a set
     of diameter ``1 + delta``, whose volume is at most that of the ball of
     diameter ``1 + delta`` (isodiametric inequality), so
-    ``n delta^d <= (1 + delta)^d``.  ``expm1`` keeps ``n^(1/d) - 1`` accurate;
-    the factor ``1 + 8u`` covers the rounding of the two operations.
+    ``n delta^d <= (1 + delta)^d``.  The float is then certified: it is
+    stepped up until ``n c^d >= (1 + c)^d`` holds in exact rational
+    arithmetic, i.e. ``c`` is at least the real bound.
     """
-    return (1.0 / math.expm1(math.log(n) / d)) * (1.0 + 8 * _U64)
+    from fractions import Fraction
+
+    c = 1.0 / math.expm1(math.log(n) / d)
+    N = Fraction(n)
+    while N * Fraction(c) ** d < (1 + Fraction(c)) ** d:
+        c = math.nextafter(c, math.inf)
+    return c
+
+
+def _i20_bound(n: int, d: int) -> float:
+    """``sqrt(n d' / ((n - 1)(d' + 1)))``, ``d' = min(d, n - 1)``, rounded up
+    (certified in exact rational arithmetic like :func:`_packing_bound`)."""
+    from fractions import Fraction
+
+    dp = min(d, n - 1)
+    q = Fraction(n * dp, (n - 1) * (dp + 1))
+    c = math.sqrt(float(q))
+    while Fraction(c) ** 2 < q:
+        c = math.nextafter(c, math.inf)
+    return c
 
 
 def equidistant_limit(n, d, /):
@@ -89,9 +109,10 @@ def equidistant_limit(n, d, /):
 
     .. math:: \delta^*(n, d) \le \frac{1}{n^{1/d} - 1},
 
-    which is the smaller one once ``n`` is large (it decays like
-    ``n^{-1/d}``; I20 stays above ``sqrt(d/(d+1))``).  The smaller bound is
-    reported.  On a line (``d = 1``) exactly ``delta* = 1 / (n - 1)``.
+    which is the smaller one once ``n`` is large (from about ``1.27 * 2^d``:
+    it decays like ``n^{-1/d}`` while I20 stays above ``sqrt(d/(d+1))``).
+    The smaller bound is reported, rounded up (certified in exact rational
+    arithmetic).  On a line (``d = 1``) exactly ``delta* = 1 / (n - 1)``.
 
     Parameters
     ----------
@@ -119,8 +140,7 @@ def equidistant_limit(n, d, /):
         return EquidistantLimit(True, 1.0, "regular simplex (I19)")
     if d == 1:
         return EquidistantLimit(False, 1.0 / (n - 1), "equal spacing (d = 1)")
-    dp = min(d, n - 1)
-    jung = math.sqrt(n * dp / ((n - 1) * (dp + 1)))
+    jung = _i20_bound(n, d)
     pack = _packing_bound(n, d)
     if pack < jung:
         return EquidistantLimit(False, pack, "isodiametric packing")

@@ -606,8 +606,9 @@ def _i19(rng, quick):
     return acc
 
 
-@register("I20", "delta*(V,d)^2 <= V d'/((V-1)(d'+1)), d' = min(d, V-1); tight at V = d+1",
-          "random clouds vs the bound and vs the reported min(I20, packing); equality on the simplex")
+@register("I20", "delta*(V,d)^2 <= V d'/((V-1)(d'+1)), d' = min(d, V-1), tight at V = d+1; "
+          "packing: delta* <= 1/(V^(1/d) - 1)",
+          "random clouds and grids vs min(I20, packing); reported floats rounded up (exact rationals)")
 def _i20(rng, quick):
     from .equalize import equidistant_limit
 
@@ -630,6 +631,22 @@ def _i20(rng, quick):
     for d in range(1, 12):
         n = d + 1
         acc.eq(math.sqrt(n * d / ((n - 1) * (d + 1))), 1.0, f"tight at V = d+1, d={d}")
+    # grids of k^d points (min/max = 1/((k-1) sqrt d)) come closer to the bounds than random clouds
+    for k, d in ((3, 2), (5, 2), (3, 3), (4, 3), (2, 5)):
+        g = np.stack(np.meshgrid(*[np.arange(k, dtype=float)] * d), -1).reshape(-1, d)
+        acc.le(closest_pair(g).distance / row_diameter(g), equidistant_limit(k**d, d).upper, f"grid {k}^{d}")
+    # the reported floats are at least the real bounds: residual = shortfall in exact rationals
+    from fractions import Fraction
+
+    for n, d in ((5, 2), (7, 2), (4, 2), (12, 3), (9232171, 3), (10**9, 4)):
+        lim = equidistant_limit(n, d)
+        c = Fraction(lim.upper)
+        if lim.source == "isodiametric packing":
+            short = (1 + c) ** d - n * c**d
+        else:
+            dp = min(d, n - 1)
+            short = Fraction(n * dp, (n - 1) * (dp + 1)) - c**2
+        acc.le(float(max(short, 0)), 0.0, f"rounded up n={n} d={d}", scale=1.0)
     return acc
 
 

@@ -129,6 +129,9 @@ def check_i20(*, seed: int = 0, quick: bool = False) -> ProofResult:
             ((1 + delta) / 2) ** dd / (delta / 2) ** dd - ((1 + delta) / delta) ** dd)
     # n <= ((1+delta)/delta)^d  <=>  t = n^(1/d) <= (1+delta)/delta  <=>  delta (t - 1) <= 1
     st.zero("delta * ((1+delta)/delta - t) = 1 - delta (t - 1)", delta * ((1 + delta) / delta - t) - (1 - delta * (t - 1)))
+    nn = sp.Symbol("n", positive=True)
+    st.true("t = n^(1/d) > 1 for n > 1 (log n / d > 0)",
+            sp.ask(sp.Q.positive(sp.log(nn) / dd), sp.Q.gt(nn, 1)) is True)
     # with t - 1 > 0, 1/(t-1) - delta has the sign of 1 - delta (t - 1)
     st.zero("1/(t-1) - delta = (1 - delta (t - 1)) / (t - 1)", 1 / (t - 1) - delta - (1 - delta * (t - 1)) / (t - 1))
     from hilbertgeom import equidistant_limit
@@ -141,6 +144,12 @@ def check_i20(*, seed: int = 0, quick: bool = False) -> ProofResult:
             want = 1.0 if n_ <= d_ + 1 else (1.0 / (n_ - 1) if d_ == 1 else
                                              min((n_ * dp / ((n_ - 1) * (dp + 1))) ** 0.5, 1.0 / (n_ ** (1 / d_) - 1)))
             st.residual(lim.upper - want)
+    # the reported floats are rounded up: exact rational check of the defining inequalities
+    from fractions import Fraction
+
+    for n_, d_ in ((5, 2), (8925240, 2), (9232171, 3), (10**15, 3), (1301, 10)):
+        c = _packing_bound(n_, d_)
+        st.true(f"packing bound rounded up, n={n_} d={d_}", Fraction(n_) * Fraction(c) ** d_ >= (1 + Fraction(c)) ** d_)
     # the proven plane optima (Bateman-Erdos 1951, Bezdek-Fodor 1999) lie below the packing bound
     import math
 

@@ -43,9 +43,34 @@ def test_i20_bound_formula_and_tightness(n, d):
         jung = math.sqrt(n * dp / ((n - 1) * (dp + 1)))
         pack = 1.0 / (n ** (1.0 / d) - 1.0)
         assert lim.upper == pytest.approx(min(jung, pack), rel=1e-14)
-        assert lim.upper >= min(jung, pack)  # rounded up, never down
         assert lim.source == ("isodiametric packing" if pack < jung else "Jung + sum of squared distances (I20)")
         assert lim.upper < 1
+
+
+@pytest.mark.parametrize("n,d", [(5, 2), (7, 2), (8925240, 2), (9232171, 3), (79 * 10**12, 4), (10**15, 3),
+                                 (7, 3), (1301, 10), (12, 3)])
+def test_reported_bounds_are_never_below_the_real_ones(n, d):
+    """Exact rational check: the floats are rounded up, even where expm1/log lose ulps."""
+    from fractions import Fraction
+
+    from hilbertgeom.equalize import _i20_bound, _packing_bound
+
+    c = _packing_bound(n, d)
+    assert Fraction(n) * Fraction(c) ** d >= (1 + Fraction(c)) ** d  # c >= 1/(n^(1/d) - 1)
+    assert c == pytest.approx(1.0 / (n ** (1.0 / d) - 1.0), rel=1e-12)  # and not far above it
+    dp = min(d, n - 1)
+    j = _i20_bound(n, d)
+    assert Fraction(j) ** 2 >= Fraction(n * dp, (n - 1) * (dp + 1))
+    assert j == pytest.approx(math.sqrt(n * dp / ((n - 1) * (dp + 1))), rel=1e-15)
+
+
+def test_packing_bound_crossover():
+    """The packing bound is the smaller one from n = 5, 10, 20, 40, 80 for d = 2..6 (about 1.27 * 2^d)."""
+    for d, first in ((2, 5), (3, 10), (4, 20), (5, 40), (6, 80)):
+        sources = [hg.equidistant_limit(n, d).source for n in range(d + 2, first + 60)]
+        k = sources.index("isodiametric packing")
+        assert k + d + 2 == first
+        assert set(sources[k:]) == {"isodiametric packing"}
 
 
 def test_packing_bound_takes_over_for_many_points():
