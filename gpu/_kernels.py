@@ -30,8 +30,13 @@ _BRUTE_CHUNK = 64  # columns per step of the O(V^2 d) l1 / l_inf searches
 
 
 def _quiet():
-    """Silence NumPy's floating-point warnings (harmless for other namespaces)."""
-    return np.errstate(all="ignore")
+    """Silence NumPy's overflow/underflow warnings of ``p / q`` (harmless elsewhere).
+
+    Only the ratio may overflow (it is then replaced by ``log p - log q``);
+    division by zero and invalid operations stay visible: inputs are finite
+    and the divisors positive, so neither can occur.
+    """
+    return np.errstate(over="ignore", under="ignore")
 
 
 def scalar_or_array(a, xp):

@@ -176,13 +176,6 @@ def test_search_reaches_the_best_known_values_in_three_dimensions(k):
     assert r.lower <= r.upper
 
 
-@pytest.mark.parametrize("k", BEST_KNOWN_3D, ids=lambda k: f"n={k.n}")
-def test_best_known_3d_values_respect_the_proven_bounds(k):
-    lim = hg.equidistant_limit(k.n, 3)
-    assert not lim.possible
-    assert 1.0 / math.sqrt(k.r2) <= lim.upper
-
-
 @pytest.mark.parametrize("c", CONSTRUCTIONS, ids=lambda c: f"n={c.n},d={c.d}")
 def test_search_reaches_known_constructions(c):
     r = hg.max_min_separation(c.n, c.d, restarts=10, seed=0)
