@@ -234,12 +234,17 @@ def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
 
 
 # --------------------------------------------------------------------------- tension
-def _gradient(G, center, fn):
-    X, xp = _b.device_matrix(G, "G", fn, min_rows=2)
+def _gradient_input(G, center, fn):
+    """The validated gradient, not yet projected, and its namespace."""
     if not isinstance(center, bool):
         raise TypeError(f"center must be a bool; got {type(center).__name__}")
-    X, _ = _k.zero_sum(X, xp, center)
-    return X, xp
+    return _b.device_matrix(G, "G", fn, min_rows=2)
+
+
+def _gradient(G, center, fn):
+    """``P G`` in float64 after the zero-sum rule, and its namespace."""
+    X, xp = _gradient_input(G, center, fn)
+    return _k.zero_sum(X, xp, center)[0], xp
 
 
 @_scoped
@@ -253,9 +258,7 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
 
     Returns the update, or ``(update, decrease)`` with the decrease a float.
     """
-    X, xp = _b.device_matrix(G, "G", "projected_rownorm", min_rows=2)
-    if not isinstance(center, bool):
-        raise TypeError(f"center must be a bool; got {type(center).__name__}")
+    X, xp = _gradient_input(G, center, "projected_rownorm")
     e = _v.scalar(eta, "eta", minimum=0.0)
     ep = _v.scalar(eps, "eps", minimum=0.0)
     return _k.projected_rownorm(X, xp, center, e, ep, bool(return_decrease))

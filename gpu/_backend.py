@@ -233,16 +233,10 @@ def real_float(a, xp, name: str, *, allow_float32: bool = True, min_ndim: int = 
 
 def device_matrix(x, name: str, fn: str, *, min_rows: int = 1, keep_float32: bool = True):
     """A validated 2-D device matrix and its namespace."""
+    from hilbertgeom._validate import matrix_shape
+
     a, xp = as_device(x, name, fn)
-    a = real_float(a, xp, name, allow_float32=keep_float32)
-    if a.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (V, d); got shape {tuple(a.shape)}")
-    if a.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one column; got shape {tuple(a.shape)}")
-    if a.shape[0] < min_rows:
-        what = "row" if min_rows == 1 else "rows"
-        raise ValueError(f"{name} must have at least {min_rows} {what}; got shape {tuple(a.shape)}")
-    return a, xp
+    return matrix_shape(real_float(a, xp, name, allow_float32=keep_float32), name, min_rows), xp
 
 
 # --------------------------------------------------------------------------- tile budget

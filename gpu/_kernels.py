@@ -15,9 +15,12 @@ import math
 
 import numpy as np
 
-from hilbertgeom._pairs import Pair, _sorted_groups, extreme_pair_l2, pair_distance
+from hilbertgeom._pairs import Pair, _sorted_groups, brute_pair, extreme_pair_l2, linf_diameter, pair_distance
+from hilbertgeom import _validate as _v
 from hilbertgeom._validate import ZERO_SUM_RTOL
 from hilbertgeom.ball import jung_radius
+from hilbertgeom.head import _DUAL
+from hilbertgeom.metric import _hilbert
 
 from . import _backend as _b
 
@@ -29,30 +32,9 @@ TF32_OPERAND_U = 2.0**-10
 _BRUTE_CHUNK = 64  # columns per step of the O(V^2 d) l1 / l_inf searches
 
 
-def _quiet():
-    """Silence NumPy's overflow/underflow warnings of ``p / q`` (harmless elsewhere).
-
-    Only the ratio may overflow (it is then replaced by ``log p - log q``);
-    division by zero and invalid operations stay visible: inputs are finite
-    and the divisors positive, so neither can occur.
-    """
-    return np.errstate(over="ignore", under="ignore")
-
-
 def scalar_or_array(a, xp):
     """0-d results come back as Python floats, others as float64 device arrays."""
     return float(a) if a.ndim == 0 else xp.astype(a, xp.float64)
-
-
-def _axis(axis, ndim: int, name: str = "axis") -> int:
-    import numbers
-
-    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
-        raise TypeError(f"{name} must be an integer; got {type(axis).__name__}")
-    ax = int(axis)
-    if not -ndim <= ax < ndim:
-        raise ValueError(f"{name}={ax} is out of range for an array with {ndim} dimension(s)")
-    return ax % ndim
 
 
 def _broadcast(a, b, xp, names: str):
@@ -73,37 +55,19 @@ def hilbert_distance(p, q, xp, axis):
     a, b = _broadcast(a, b, xp, "p,q")
     if a.ndim == 0:
         raise ValueError("p and q must have at least one dimension (the coordinates)")
-    ax = _axis(axis, a.ndim)
+    ax = _v.axis_index(axis, a.ndim)
     if a.shape[ax] == 0:
         raise ValueError("p and q must have at least one coordinate along axis")
     for arr, name in ((a, "p"), (b, "q")):
         if not bool(xp.all(xp.any(arr > 0, axis=ax))):
             raise ValueError(f"{name} has an all-zero slice along axis {axis}: not a point of the cone")
-    pa, qa = a > 0, b > 0
-    both = xp.logical_and(pa, qa)
-    same = xp.all(pa == qa, axis=ax)
-    one = xp.ones_like(a)
-    ps = xp.where(both, a, one)
-    qs = xp.where(both, b, one)
-    flip = ps < qs
-    hi = xp.where(flip, qs, ps)
-    lo = xp.where(flip, ps, qs)
-    with _quiet():
-        ratio = hi / lo  # >= 1; overflows to inf only for extreme ratios
-        ok = xp.isfinite(ratio)
-        mag = xp.where(ok, xp.log(xp.where(ok, ratio, one)), xp.log(hi) - xp.log(lo))
-        lr = xp.where(flip, -mag, mag)
-        inf = xp.full_like(lr, math.inf)
-        top = xp.max(xp.where(both, lr, -inf), axis=ax)
-        bot = xp.min(xp.where(both, lr, inf), axis=ax)
-        d = top - bot
-    return scalar_or_array(xp.where(same, d, xp.full_like(d, math.inf)), xp)
+    return scalar_or_array(_hilbert(a, b, ax, xp), xp)
 
 
 def variation_norm(x, xp, axis):
     if x.ndim == 0:
         raise ValueError("x must have at least one dimension (the coordinates)")
-    ax = _axis(axis, x.ndim)
+    ax = _v.axis_index(axis, x.ndim)
     if x.shape[ax] == 0:
         raise ValueError("x must have at least one coordinate along axis")
     # max and min are entries of x: promoting them afterwards equals the core's float64 subtraction
@@ -142,99 +106,6 @@ def distinct_rows(X, xp):
     return xp.sort(firsts)
 
 
-def _cummin(a, xp):
-    """Inclusive running minimum (Hillis-Steele doubling scan, array API only)."""
-    n, s = a.shape[0], 1
-    while s < n:
-        a = xp.concat([a[:s], xp.minimum(a[s:], a[: n - s])])
-        s *= 2
-    return a
-
-
-def linf_diameter(X, xp) -> Pair:
-    """``max_{i,j} ||x_i - x_j||_inf`` as the largest column range, ``O(V d)``.
-
-    The ties of :func:`hilbertgeom.rows._linf_diameter` (pairs whose float64
-    difference rounds to the maximum), found the same way: per attaining
-    column, a vectorised bisection over the bottom rows sorted by value.
-    """
-    X = xp.astype(X, xp.float64)
-    V = X.shape[0]
-    hi = xp.max(X, axis=0)
-    lo = xp.min(X, axis=0)
-    rng = hi - lo
-    best = float(xp.max(rng))
-    if best == 0.0:
-        return Pair(0.0, 0, 1)
-    cols = xp.nonzero(rng == best)[0]
-    win = None
-    for t in range(cols.shape[0]):
-        k = int(cols[t])
-        a = X[:, k]
-        A = xp.nonzero(a - lo[k] == best)[0]
-        Bi = xp.nonzero(hi[k] - a == best)[0]
-        if win is not None and min(int(xp.min(A)), int(xp.min(Bi))) > win[0]:
-            continue  # every pair of this column starts after the best one found
-        aB = xp.take(a, Bi)
-        order = xp.argsort(aB, stable=True)
-        vb = xp.take(aB, order)
-        prefmin = _cummin(xp.take(Bi, order), xp)
-        aA = xp.take(a, A)
-        left = xp.zeros(A.shape, dtype=xp.int64)
-        right = xp.full(A.shape, vb.shape[0] - 1, dtype=xp.int64)
-        while bool(xp.any(left < right)):
-            mid = (left + right + 1) // 2
-            ok = (aA - xp.take(vb, mid)) == best
-            left = xp.where(ok, mid, left)
-            right = xp.where(ok, right, mid - 1)
-        partner = xp.astype(xp.take(prefmin, left), xp.int64)
-        A64 = xp.astype(A, xp.int64)
-        first = xp.minimum(A64, partner)
-        second = xp.maximum(A64, partner)
-        key = int(xp.min(first * V + second))
-        pair = divmod(key, V)
-        if win is None or pair < win:
-            win = pair
-    return Pair(best, int(win[0]), int(win[1]))
-
-
-def brute_pair(X, xp, metric: str, mode: str, tile: int) -> Pair:
-    """Tiled all-pairs ``l_1`` / ``l_inf`` search in float64 (``O(V^2 d)``)."""
-    X = xp.astype(X, xp.float64)
-    V, d = X.shape
-    is_max = mode == "max"
-    B = min(max(1, int(tile)), V)
-    ar = xp.arange(B)
-    lower = xp.reshape(ar, (B, 1)) >= xp.reshape(ar, (1, B))
-    best, best_key = (-math.inf if is_max else math.inf), None
-    for bi in range(0, V, B):
-        Xi = X[bi : min(bi + B, V), :]
-        h = Xi.shape[0]
-        for bj in range(bi, V, B):
-            Xj = X[bj : min(bj + B, V), :]
-            acc = xp.zeros((h, Xj.shape[0]), dtype=xp.float64)
-            for c in range(0, d, _BRUTE_CHUNK):
-                c1 = min(c + _BRUTE_CHUNK, d)
-                diff = xp.abs(xp.reshape(Xi[:, c:c1], (h, 1, -1)) - xp.reshape(Xj[:, c:c1], (1, Xj.shape[0], -1)))
-                if metric == "cityblock":
-                    acc = acc + xp.sum(diff, axis=2)
-                else:
-                    acc = xp.maximum(acc, xp.max(diff, axis=2))
-            if bi == bj:
-                if h == 1:
-                    continue
-                acc = xp.where(lower[:h, :h], xp.full_like(acc, -math.inf if is_max else math.inf), acc)
-            v = float(xp.max(acc) if is_max else xp.min(acc))
-            if (v > best if is_max else v < best) or v == best:
-                flat = int(xp.argmax(xp.astype(xp.reshape(acc == v, (-1,)), xp.int8)))
-                a, b = divmod(flat, acc.shape[1])
-                key = (bi + a) * V + (bj + b)
-                if v != best or best_key is None or key < best_key:
-                    best, best_key = v, key
-    i, j = divmod(best_key, V)
-    return Pair(best, int(i), int(j))
-
-
 def _l2_entry_bytes(X, xp) -> int:
     return 10 if X.dtype == xp.float32 else 18
 
@@ -263,14 +134,11 @@ def extreme(X, xp, nrm: float, mode: str, tile) -> Pair:
         return linf_diameter(X, xp)
     metric = "chebyshev" if nrm == math.inf else "cityblock"
     B = int(tile) if user else max(1, min(V, math.isqrt(_b.tile_budget_bytes() // (8 * 3 * min(d, _BRUTE_CHUNK)))))
-    return _b.with_tile_fallback(lambda t: brute_pair(X, xp, metric, mode, t), B,
+    return _b.with_tile_fallback(lambda t: brute_pair(X, xp, metric, mode, t, _BRUTE_CHUNK), B,
                                  what="row_diameter" if mode == "max" else "closest_pair", user_tile=user)
 
 
 # --------------------------------------------------------------------------- head (I6)
-_DUAL = {2.0: 2.0, math.inf: 1.0, 1.0: math.inf}
-
-
 def worst_case_hidden(X, xp, hn: float, R: float):
     V, d = X.shape
     X = xp.astype(X, xp.float64)
@@ -295,22 +163,10 @@ def worst_case_hidden(X, xp, hn: float, R: float):
 
 # --------------------------------------------------------------------------- tension (I11, I15-I17)
 def zero_sum(G, xp, center: bool):
-    """The core's zero-sum rule (:func:`hilbertgeom._validate.zero_sum_matrix`) on the device."""
-    X = xp.astype(G, xp.float64)
-    V = X.shape[0]
-    col = xp.sum(X, axis=0)
-    if center:
-        return X - xp.mean(X, axis=0), True
-    scale = xp.sum(xp.abs(X), axis=0)
-    excess = xp.abs(col) - ZERO_SUM_RTOL * scale - V * 2.0**-1074
-    if float(xp.max(excess)) > 0:
-        k = int(xp.argmax(xp.abs(col)))
-        raise ValueError(
-            f"G must have zero column sums (max |1^T G| = {abs(float(col[k])):.2e} in column {k}); "
-            "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
-            "gradients of very confident predictions, whose p_c - 1 loses digits)"
-        )
-    return X - xp.mean(X, axis=0), False
+    """``P G`` in float64 after the core's zero-sum rule
+    (:func:`hilbertgeom._validate.zero_sum_matrix`), on the device."""
+    V, d = G.shape
+    return xp.astype(G, xp.float64) - xp.reshape(column_mean(G, xp, center, _row_chunk(V, d)), (1, d)), center
 
 
 def rownorms(X, xp):
@@ -348,11 +204,7 @@ def column_mean(G, xp, center: bool, rows: int):
         excess = xp.abs(col) - ZERO_SUM_RTOL * scale - V * 2.0**-1074
         if float(xp.max(excess)) > 0:
             k = int(xp.argmax(xp.abs(col)))
-            raise ValueError(
-                f"G must have zero column sums (max |1^T G| = {abs(float(col[k])):.2e} in column {k}); "
-                "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
-                "gradients of very confident predictions, whose p_c - 1 loses digits)"
-            )
+            raise _v.not_zero_sum(float(col[k]), k)
     return col / V
 
 

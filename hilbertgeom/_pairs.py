@@ -283,3 +283,106 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
                     best_d2, best_key = v, key
     i, j = divmod(best_key, V)
     return Pair(best_d2 / f0, int(i), int(j))
+
+
+def _cummin(a, xp):
+    """Inclusive running minimum (Hillis-Steele doubling scan, array API only)."""
+    n, s = a.shape[0], 1
+    while s < n:
+        a = xp.concat([a[:s], xp.minimum(a[s:], a[: n - s])])
+        s *= 2
+    return a
+
+
+def linf_diameter(X, xp) -> Pair:
+    """``max_{i,j} ||x_i - x_j||_inf`` as the largest column range, ``O(V d)``.
+
+    The value is ``max_k fl(max_i x_ik - min_i x_ik)``.  Ties are resolved on
+    the float64 differences themselves, so pairs whose difference *rounds* to
+    the maximum (e.g. ``-2^53 - 0`` and ``-2^53 - 1``) count as ties: in an
+    attaining column, a row ``i`` pairs with exactly the rows ``j`` whose value
+    is at most some threshold (rounding is monotone), so a vectorised bisection
+    over the rows sorted by value finds, for each ``i``, its partner of
+    smallest index.
+    """
+    X = xp.astype(X, xp.float64)
+    V = X.shape[0]
+    hi = xp.max(X, axis=0)
+    lo = xp.min(X, axis=0)
+    rng = hi - lo
+    best = float(xp.max(rng))
+    if best == 0.0:
+        return Pair(0.0, 0, 1)
+    cols = xp.nonzero(rng == best)[0]
+    win = None
+    for t in range(cols.shape[0]):
+        k = int(cols[t])
+        a = X[:, k]
+        A = xp.nonzero(a - lo[k] == best)[0]
+        Bi = xp.nonzero(hi[k] - a == best)[0]
+        if win is not None and min(int(xp.min(A)), int(xp.min(Bi))) > win[0]:
+            continue  # every pair of this column starts after the best one found
+        aB = xp.take(a, Bi)
+        order = xp.argsort(aB, stable=True)
+        vb = xp.take(aB, order)
+        prefmin = _cummin(xp.take(Bi, order), xp)
+        aA = xp.take(a, A)
+        left = xp.zeros(A.shape, dtype=xp.int64)
+        right = xp.full(A.shape, vb.shape[0] - 1, dtype=xp.int64)
+        while bool(xp.any(left < right)):
+            mid = (left + right + 1) // 2
+            ok = (aA - xp.take(vb, mid)) == best
+            left = xp.where(ok, mid, left)
+            right = xp.where(ok, right, mid - 1)
+        partner = xp.astype(xp.take(prefmin, left), xp.int64)
+        A64 = xp.astype(A, xp.int64)
+        first = xp.minimum(A64, partner)
+        second = xp.maximum(A64, partner)
+        key = int(xp.min(first * V + second))
+        pair = divmod(key, V)
+        if win is None or pair < win:
+            win = pair
+    return Pair(best, int(win[0]), int(win[1]))
+
+
+def brute_pair(X, xp, metric: str, mode: str, tile: int, chunk: int) -> Pair:
+    """Tiled all-pairs ``l_1`` (``"cityblock"``) / ``l_inf`` (``"chebyshev"``) search
+    in float64, ``O(V^2 d)``, ties to the smallest ``(i, j)``.
+
+    Each ``tile x tile`` block is accumulated over ``chunk`` columns at a time
+    (``chunk >= d``: one sum per pair, NumPy's pairwise summation -- the same
+    value as a direct float64 evaluation).
+    """
+    X = xp.astype(X, xp.float64)
+    V, d = X.shape
+    is_max = mode == "max"
+    B = min(max(1, int(tile)), V)
+    ar = xp.arange(B)
+    lower = xp.reshape(ar, (B, 1)) >= xp.reshape(ar, (1, B))
+    best, best_key = (-math.inf if is_max else math.inf), None
+    for bi in range(0, V, B):
+        Xi = X[bi : min(bi + B, V), :]
+        h = Xi.shape[0]
+        for bj in range(bi, V, B):
+            Xj = X[bj : min(bj + B, V), :]
+            acc = xp.zeros((h, Xj.shape[0]), dtype=xp.float64)
+            for c in range(0, d, chunk):
+                c1 = min(c + chunk, d)
+                diff = xp.abs(xp.reshape(Xi[:, c:c1], (h, 1, -1)) - xp.reshape(Xj[:, c:c1], (1, Xj.shape[0], -1)))
+                if metric == "cityblock":
+                    acc = acc + xp.sum(diff, axis=2)
+                else:
+                    acc = xp.maximum(acc, xp.max(diff, axis=2))
+            if bi == bj:
+                if h == 1:
+                    continue
+                acc = xp.where(lower[:h, :h], xp.full_like(acc, -math.inf if is_max else math.inf), acc)
+            v = float(xp.max(acc) if is_max else xp.min(acc))
+            if (v > best if is_max else v < best) or v == best:
+                flat = int(xp.argmax(xp.astype(xp.reshape(acc == v, (-1,)), xp.int8)))
+                a, b = divmod(flat, acc.shape[1])
+                key = (bi + a) * V + (bj + b)
+                if v != best or best_key is None or key < best_key:
+                    best, best_key = v, key
+    i, j = divmod(best_key, V)
+    return Pair(best, int(i), int(j))

@@ -81,17 +81,22 @@ def real_array(x, name: str, *, keep_float32: bool = False) -> np.ndarray:
     return a
 
 
+def matrix_shape(a, name: str, min_rows: int = 1):
+    """``a`` (any array library) if it is 2-D with at least ``min_rows`` rows and one column."""
+    shape = tuple(a.shape)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (V, d); got shape {shape}")
+    if shape[1] < 1:
+        raise ValueError(f"{name} must have at least one column; got shape {shape}")
+    if shape[0] < min_rows:
+        what = "row" if min_rows == 1 else "rows"
+        raise ValueError(f"{name} must have at least {min_rows} {what}; got shape {shape}")
+    return a
+
+
 def matrix(x, name: str, *, keep_float32: bool = False, min_rows: int = 1) -> np.ndarray:
     """A finite real 2-D array with at least ``min_rows`` rows and one column."""
-    a = real_array(x, name, keep_float32=keep_float32)
-    if a.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (V, d); got shape {a.shape}")
-    if a.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one column; got shape {a.shape}")
-    if a.shape[0] < min_rows:
-        what = "row" if min_rows == 1 else "rows"
-        raise ValueError(f"{name} must have at least {min_rows} {what}; got shape {a.shape}")
-    return a
+    return matrix_shape(real_array(x, name, keep_float32=keep_float32), name, min_rows)
 
 
 def vector(x, name: str, *, length: int | None = None) -> np.ndarray:
@@ -126,12 +131,17 @@ def zero_sum_matrix(G, center: bool):
         return X - X.mean(axis=0), True
     if worst > 0:
         k = int(np.argmax(np.abs(col)))
-        raise ValueError(
-            f"G must have zero column sums (max |1^T G| = {abs(col[k]):.2e} in column {k}); "
-            "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
-            "gradients of very confident predictions, whose p_c - 1 loses digits)"
-        )
+        raise not_zero_sum(float(col[k]), k)
     return X - X.mean(axis=0), False
+
+
+def not_zero_sum(col_sum: float, k: int) -> ValueError:
+    """The error for a gradient whose column ``k`` sums to ``col_sum`` (the largest)."""
+    return ValueError(
+        f"G must have zero column sums (max |1^T G| = {abs(col_sum):.2e} in column {k}); "
+        "pass center=True to project it with P = I - 11^T/V (advisable for cross-entropy "
+        "gradients of very confident predictions, whose p_c - 1 loses digits)"
+    )
 
 
 def nonnegative(a: np.ndarray, name: str) -> np.ndarray:

@@ -8,6 +8,7 @@ bound and its sharp two-point witness (I4) and the Birkhoff--Hopf contraction
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,25 +33,36 @@ def _out(a):
     return float(a) if a.ndim == 0 else a
 
 
-def _log_ratio(p: np.ndarray, q: np.ndarray, both: np.ndarray) -> np.ndarray:
-    """``log(p/q)`` where both are positive, accurately, 0 elsewhere.
+def _hilbert(a, b, ax: int, xp):
+    """``H(a, b)`` along ``ax`` for validated, broadcast float64 arrays of namespace ``xp``
+    (also used by :mod:`hilbertgeom.gpu`): ``inf`` where the supports differ.
 
     ``log(p/q)`` is accurate to a couple of ulps absolutely, whereas
-    ``log p - log q`` loses ``u |log p|``; the ratio is used unless it under- or
+    ``log p - log q`` loses ``u |log p|``; the ratio is used unless it
     overflows.  The larger entry goes on top and the sign is applied after the
     logarithm, so swapping ``p`` and ``q`` negates every entry exactly and
     ``H(p, q) == H(q, p)`` bit for bit.
     """
-    ps = np.where(both, p, 1.0)
-    qs = np.where(both, q, 1.0)
+    pa, qa = a > 0, b > 0
+    both = xp.logical_and(pa, qa)
+    same = xp.all(pa == qa, axis=ax)
+    one = xp.ones_like(a)
+    ps = xp.where(both, a, one)
+    qs = xp.where(both, b, one)
     flip = ps < qs
-    hi = np.where(flip, qs, ps)
-    lo = np.where(flip, ps, qs)
-    with np.errstate(over="ignore", under="ignore"):
-        ratio = hi / lo
-    ok = np.isfinite(ratio)
-    mag = np.where(ok, np.log(np.where(ok, ratio, 1.0)), np.log(hi) - np.log(lo))
-    return np.where(flip, -mag, mag)
+    hi = xp.where(flip, qs, ps)
+    lo = xp.where(flip, ps, qs)
+    with np.errstate(over="ignore", under="ignore"):  # NumPy only; the ratio may overflow
+        ratio = hi / lo  # >= 1
+    ok = xp.isfinite(ratio)
+    mag = xp.where(ok, xp.log(xp.where(ok, ratio, one)), xp.log(hi) - xp.log(lo))
+    lr = xp.where(flip, -mag, mag)
+    inf = xp.full_like(lr, math.inf)
+    # same support means every slice has a shared positive entry: top and bot are finite there
+    top = xp.max(xp.where(both, lr, -inf), axis=ax)
+    bot = xp.min(xp.where(both, lr, inf), axis=ax)
+    d = top - bot
+    return xp.where(same, d, xp.full_like(d, math.inf))
 
 
 def hilbert_distance(p, q, /, *, axis=-1):
@@ -116,15 +128,7 @@ def hilbert_distance(p, q, /, *, axis=-1):
     for arr, name in ((a, "p"), (b, "q")):
         if not (arr > 0).any(axis=ax).all():
             raise ValueError(f"{name} has an all-zero slice along axis {axis}: not a point of the cone")
-    pa, qa = a > 0, b > 0
-    both = pa & qa
-    same = (pa == qa).all(axis=ax)
-    lr = _log_ratio(a, b, both)
-    hi = np.max(np.where(both, lr, -np.inf), axis=ax)
-    lo = np.min(np.where(both, lr, np.inf), axis=ax)
-    with np.errstate(invalid="ignore"):
-        d = hi - lo
-    return _out(np.where(same, d, np.inf))
+    return _out(_hilbert(a, b, ax, np))
 
 
 def variation_norm(x, /, *, axis=-1):

@@ -15,7 +15,7 @@ import array_api_compat
 import numpy as np
 
 from . import _validate as _v
-from ._pairs import Pair, extreme_pair_l2
+from ._pairs import Pair, brute_pair, extreme_pair_l2, linf_diameter
 
 __all__ = ["Pair", "center_rows", "closest_pair", "row_diameter"]
 
@@ -52,81 +52,6 @@ def center_rows(S, /):
     return X - X.mean(axis=0)
 
 
-def _brute_pair(X: np.ndarray, metric: str, mode: str, tile: int | None) -> Pair:
-    """Tiled all-pairs search in float64 (``O(V^2 d)``, exact).
-
-    Distances are ``sum(|x_i - x_j|)`` (NumPy's pairwise summation, the same
-    formula as a direct float64 evaluation) or ``max(|x_i - x_j|)``.
-    """
-    V, d = X.shape
-    is_max = mode == "max"
-    best, best_key = (-math.inf if is_max else math.inf), None
-    B = tile if tile is not None else max(8, int(math.sqrt(_BRUTE_ELEMENTS / d)))
-    ar = np.arange(B)
-    lower = ar[:, None] >= ar[None, :]
-    red = np.sum if metric == "cityblock" else np.max
-    for bi in range(0, V, B):
-        Xi = X[bi : bi + B, None, :]
-        for bj in range(bi, V, B):
-            D = red(np.abs(Xi - X[None, bj : bj + B, :]), axis=2)
-            if bi == bj:
-                h = D.shape[0]
-                if h == 1:
-                    continue  # a 1 x 1 diagonal tile holds no pair
-                D[lower[:h, :h]] = -math.inf if is_max else math.inf
-            v = float(D.max() if is_max else D.min())
-            if (v > best if is_max else v < best) or (v == best):
-                flat = int(np.argmax((D == v).ravel()))  # first in row-major order
-                a, b = divmod(flat, D.shape[1])
-                key = (bi + a) * V + (bj + b)
-                if v != best or best_key is None or key < best_key:
-                    best, best_key = v, key
-    i, j = divmod(best_key, V)
-    return Pair(best, int(i), int(j))
-
-
-def _linf_diameter(X: np.ndarray) -> Pair:
-    """``max_{i,j} ||x_i - x_j||_inf`` = the largest column range, in ``O(V d)``.
-
-    The value is ``max_k fl(max_i x_ik - min_i x_ik)``.  Ties are resolved on
-    the float64 differences themselves, so pairs whose difference *rounds* to
-    the maximum (e.g. ``-2^53 - 0`` and ``-2^53 - 1``) count as ties: in an
-    attaining column, a row ``i`` pairs with exactly the rows ``j`` whose value
-    is at most some threshold (rounding is monotone), so a vectorised bisection
-    over the rows sorted by value finds, for each ``i``, its partner of
-    smallest index.
-    """
-    hi = X.max(axis=0)
-    lo = X.min(axis=0)
-    rng = hi - lo
-    best = float(rng.max())
-    if best == 0.0:
-        return Pair(0.0, 0, 1)
-    pairs = []
-    for k in np.flatnonzero(rng == best):
-        a = X[:, k]
-        A = np.flatnonzero(a - lo[k] == best)  # rows that can sit at the top of a pair
-        B = np.flatnonzero(hi[k] - a == best)  # rows that can sit at the bottom
-        order = np.argsort(a[B], kind="stable")
-        vb, ib = a[B][order], B[order]
-        prefmin = np.minimum.accumulate(ib)
-        # last position p with fl(a_i - vb[p]) == best (position 0, the column minimum, always is)
-        left = np.zeros(A.size, dtype=np.intp)
-        right = np.full(A.size, vb.size - 1, dtype=np.intp)
-        while np.any(left < right):
-            mid = (left + right + 1) // 2
-            ok = a[A] - vb[mid] == best
-            left = np.where(ok, mid, left)
-            right = np.where(ok, right, mid - 1)
-        partner = prefmin[left]
-        first = np.minimum(A, partner)
-        second = np.maximum(A, partner)
-        m = int(np.lexsort((second, first))[0])
-        pairs.append((int(first[m]), int(second[m])))
-    i, j = min(pairs)
-    return Pair(best, i, j)
-
-
 def _first_occurrences(X: np.ndarray) -> np.ndarray:
     """Indices of the first occurrence of each distinct row, ascending."""
     Xn = np.ascontiguousarray(X + 0.0)  # -0.0 and 0.0 are the same value
@@ -153,12 +78,11 @@ def _extreme(X: np.ndarray, norm, mode: str, tile) -> Pair:
                 return Pair(p.distance, int(first[p.i]), int(first[p.j]))
         return extreme_pair_l2(X, mode=mode, xp=xp, tile=_tile(tile, _DEFAULT_TILE))
     X = X.astype(np.float64, copy=False)  # the O(V^2 d) searches work in float64
-    bt = None if tile is None else _tile(tile, 1)
-    if nrm == math.inf:
-        if mode == "max":
-            return _linf_diameter(X)
-        return _brute_pair(X, "chebyshev", mode, bt)
-    return _brute_pair(X, "cityblock", mode, bt)
+    if nrm == math.inf and mode == "max":
+        return linf_diameter(X, np)
+    d = X.shape[1]
+    B = _tile(tile, 1) if tile is not None else max(8, int(math.sqrt(_BRUTE_ELEMENTS / d)))
+    return brute_pair(X, np, "chebyshev" if nrm == math.inf else "cityblock", mode, B, d)
 
 
 def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):

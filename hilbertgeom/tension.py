@@ -458,7 +458,7 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
 
     V, k = P.shape
     I, J, Lm = st.edges(P)
-    f, g, Y, v, nv = st.evaluate(P, I, J, Lm)
+    f, g, _, v, nv = st.evaluate(P, I, J, Lm)
     g0 = float(np.linalg.norm(g))
     for _ in range(max_steps):
         gn = float(np.linalg.norm(g))
@@ -496,13 +496,13 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
         for _ in range(30):
             Pn = P + t * step
             In, Jn, Ln = st.edges(Pn)
-            fn_, gn_, Yn, vn, nvn = st.evaluate(Pn, In, Jn, Ln)
+            fn_, gn_, _, vn, nvn = st.evaluate(Pn, In, Jn, Ln)
             if fn_ <= f + 1e-4 * t * slope or (abs(fn_ - f) <= 1e-13 * (1 + abs(f)) and np.linalg.norm(gn_) < gn):
                 break
             t *= 0.5
         else:
             break  # no progress measurable at this precision
-        P, I, J, Lm, f, g, Y, v, nv = Pn, In, Jn, Ln, fn_, gn_, Yn, vn, nvn
+        P, I, J, Lm, f, g, v, nv = Pn, In, Jn, Ln, fn_, gn_, vn, nvn
     return P, float(np.linalg.norm(g)) < g0 or g0 <= gtol  # did it make (or need no) progress
 
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from conftest import EXACT
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
