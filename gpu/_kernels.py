@@ -218,22 +218,36 @@ def projected_rownorm(G, xp, center: bool, eta: float, eps: float, return_decrea
     V, d = G.shape
     rows = _row_chunk(V, d)
     m = xp.reshape(column_mean(G, xp, center, rows), (1, d))
+    # the core's zero-row rule (hilbertgeom.tension.centring_noise): rows at most the
+    # centring's rounding noise, and (without center) rows exactly zero in G, are zero
+    absum = xp.zeros((d,), dtype=xp.float64)
+    for a in range(0, V, rows):
+        absum = absum + xp.sum(xp.abs(xp.astype(G[a : min(a + rows, V), :], xp.float64)), axis=0)
+    noise = 4.0 * _U64 * float(xp.sqrt(xp.sum(absum * absum)))
+    cut = max(eps, noise)
     norms = []
     sumN = xp.zeros((d,), dtype=xp.float64)
-    for a in range(0, V, rows):
-        X = xp.astype(G[a : min(a + rows, V), :], xp.float64) - m
+
+    def chunk(a, b):
+        raw = xp.astype(G[a:b, :], xp.float64)
+        X = raw - m
         n = rownorms(X, xp)
+        if not center:  # an exactly zero row of G has norm 0 here, whatever the centring left
+            n = xp.where(xp.any(raw != 0, axis=1), n, xp.zeros_like(n))
+        return X, n
+
+    for a in range(0, V, rows):
+        X, n = chunk(a, min(a + rows, V))
         norms.append(n)
-        sumN = sumN + xp.sum(rownormalize(X, xp, n, eps), axis=0)
+        sumN = sumN + xp.sum(rownormalize(X, xp, n, cut), axis=0)
     mN = xp.reshape(sumN / V, (1, d))
     S = xp.empty((V, d), dtype=xp.float64)
     for t, a in enumerate(range(0, V, rows)):
-        b = min(a + rows, V)
-        X = xp.astype(G[a:b, :], xp.float64) - m
-        S[a:b, :] = -(eta / 2.0) * (rownormalize(X, xp, norms[t], eps) - mN) + 0.0  # + 0.0 folds -0.0
+        X, _ = chunk(a, min(a + rows, V))
+        S[a : min(a + rows, V), :] = -(eta / 2.0) * (rownormalize(X, xp, norms[t], cut) - mN) + 0.0  # folds -0.0
     if return_decrease:
         n = xp.concat(norms) if len(norms) > 1 else norms[0]
-        return S, eta / 2.0 * float(xp.sum(xp.where(n > eps, n, xp.zeros_like(n))))
+        return S, eta / 2.0 * float(xp.sum(xp.where(n > cut, n, xp.zeros_like(n))))
     return S
 
 

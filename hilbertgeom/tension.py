@@ -177,6 +177,19 @@ def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, itera
 def rownorm(G, /, *, eps=0.0):
     r"""Row normalisation ``RN(G)``: ``g_i / ||g_i||`` for ``||g_i|| > eps``, else 0.
 
+    Rows that are exactly zero stay zero.  (:func:`projected_rownorm` also
+    treats rows that are zero up to the rounding of the centring as zero.)
+
+    Parameters
+    ----------
+    G : (V, d) array_like
+    eps : float
+        Rows with ``||g_i|| <= eps`` count as zero.
+
+    Returns
+    -------
+    (V, d) float64 ndarray
+
     Examples
     --------
     >>> rownorm([[3.0, 4.0], [0.0, 0.0]])
@@ -186,10 +199,35 @@ def rownorm(G, /, *, eps=0.0):
     X = _v.matrix(G, "G")
     e = _v.scalar(eps, "eps", minimum=0.0)
     n = _rownorms(X)
+    return _normalize(X, n, n > e)
+
+
+def _normalize(X, n, nz):
     out = np.zeros_like(X)
-    nz = n > e
     out[nz] = X[nz] / n[nz, None]
     return out
+
+
+def centring_noise(G0: np.ndarray) -> float:
+    """A bound on what the centring ``P G`` leaves in a row that is zero up to rounding.
+
+    The computed column mean of ``G`` differs from the exact one by at most
+    ``gamma_V`` times the mean absolute column entry, and the column sums of
+    an accepted zero-sum ``G`` are themselves rounding of that size; so a
+    row of ``P G`` with norm at most ``4 u ||sum_i |g_i| ||_2`` (column
+    absolute sums) cannot be told apart from a zero row moved by the centring.
+    """
+    return 4.0 * _U64 * float(np.linalg.norm(np.abs(G0).sum(axis=0)))
+
+
+def _nonzero_rows(G0: np.ndarray, X: np.ndarray, n: np.ndarray, eps: float, centered: bool) -> np.ndarray:
+    """Rows of the centred ``X`` (row norms ``n``) that count as non-zero: above ``eps``
+    and above the centring noise; without ``center``, rows that are exactly zero in
+    the input ``G0`` stay zero whatever the centring left in them."""
+    nz = (n > eps) & (n > centring_noise(G0))
+    if not centered:
+        nz &= np.any(G0 != 0, axis=1)
+    return nz
 
 
 def _rownorms(X):
@@ -213,9 +251,16 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
     eta : float
         Step size ``>= 0``.
     eps : float
-        Rows with ``||g_i|| <= eps`` count as zero.
+        Rows with ``||g_i|| <= eps`` count as zero.  Rows that are zero up to
+        the rounding of the centring (norm at most ``4 u ||sum_i |g_i| ||``)
+        and, without ``center``, rows that are exactly zero in ``G`` always
+        count as zero: RowNorm would otherwise scale rounding noise to unit
+        length.
+    center : bool
+        Project ``G`` with ``P`` first instead of requiring zero column sums.
     return_decrease : bool
-        Also return the decrease ``-<G, S_RN> = (eta/2) sum_{||g_i|| > eps} ||g_i||``.
+        Also return the decrease ``-<G, S_RN> = (eta/2) sum ||g_i||`` over the
+        rows that count as non-zero.
 
     Returns
     -------
@@ -228,13 +273,16 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
     array([[-1.,  0.],
            [ 1.,  0.]])
     """
-    X, _ = _v.zero_sum_matrix(G, center)
+    G0 = _v.matrix(G, "G", min_rows=2)
+    X, centered = _v.zero_sum_matrix(G0, center)
     e = _v.scalar(eta, "eta", minimum=0.0)
-    N = rownorm(X, eps=eps)
+    eps = _v.scalar(eps, "eps", minimum=0.0)
+    n = _rownorms(X)
+    nz = _nonzero_rows(G0, X, n, eps, centered)
+    N = _normalize(X, n, nz)
     S = -(e / 2.0) * (N - N.mean(axis=0)) + 0.0  # + 0.0 folds -0.0 into 0.0
     if return_decrease:
-        n = _rownorms(X)
-        return S, e / 2.0 * float(n[n > eps].sum())
+        return S, e / 2.0 * float(n[nz].sum())
     return S
 
 
@@ -265,14 +313,15 @@ def tension_bounds(G, /, *, center=False, tile=2048):
     >>> round(b.lower, 12), round(b.upper, 12)
     (1.0, 1.0)
     """
-    X, _ = _v.zero_sum_matrix(G, center)
+    G0 = _v.matrix(G, "G", min_rows=2)
+    X, centered = _v.zero_sum_matrix(G0, center)
     tile = _v.integer(tile, "tile", minimum=1)
     V, d = X.shape
     n = _rownorms(X)
     total = float(n.sum())
     if total == 0.0:
         return TensionBounds(0.0, 0.0, "G = 0", "G = 0")
-    N = rownorm(X)
+    N = _normalize(X, n, _nonzero_rows(G0, X, n, 0.0, centered))
     Pn = N - N.mean(axis=0)
     Dn = row_diameter(Pn)
     # Dn == 0 only when all rows of G are equal, i.e. G = 0 up to rounding: T = 0 then
@@ -664,11 +713,26 @@ def _replace_status(res: TensionResult, status: str) -> TensionResult:
     return replace(res, status=status)
 
 
-def steepest_descent(G, eta, /, *, center=False, **kwargs):
+def steepest_descent(G, /, *, eta=1.0, center=False, tension=None, method="auto", tol=1e-9, max_iter=200,
+                     verbose=None):
     r"""The steepest-descent update under ``D``: ``S = -eta * potential`` (I10).
 
     ``S`` minimises ``<G, S>`` over centred updates with ``D(S) <= eta``; its
-    decrease is ``eta * T(G)``.  Keyword arguments go to :func:`min_tension`.
+    decrease is ``eta * T(G)``.
+
+    Parameters
+    ----------
+    G : (V, d) array_like
+        Gradient with zero column sums (or ``center=True``).
+    eta : float
+        Step size ``>= 0``: the diameter of the update.
+    center : bool
+        Project ``G`` with ``P`` first instead of raising.
+    tension : TensionResult, optional
+        A certified solve of :func:`min_tension` for this ``G``, to reuse
+        instead of solving again (its shape is checked).
+    method, tol, max_iter, verbose
+        Passed to :func:`min_tension` when ``tension`` is not given.
 
     Returns
     -------
@@ -676,9 +740,17 @@ def steepest_descent(G, eta, /, *, center=False, **kwargs):
 
     Examples
     --------
-    >>> steepest_descent([[1.0, 0.0], [-1.0, 0.0]], 2.0).round(9) + 0.0
+    >>> steepest_descent([[1.0, 0.0], [-1.0, 0.0]], eta=2.0).round(9) + 0.0
     array([[-1.,  0.],
            [ 1.,  0.]])
     """
     e = _v.scalar(eta, "eta", minimum=0.0)
-    return -e * min_tension(G, center=center, **kwargs).potential + 0.0
+    if tension is None:
+        tension = min_tension(G, center=center, method=method, tol=tol, max_iter=max_iter, verbose=verbose)
+    else:
+        if not isinstance(tension, TensionResult):
+            raise TypeError(f"tension must be a TensionResult from min_tension; got {type(tension).__name__}")
+        shape = _v.matrix(G, "G", min_rows=2).shape
+        if tension.potential.shape != shape:
+            raise ValueError(f"tension was solved for shape {tension.potential.shape}; G has shape {shape}")
+    return -e * tension.potential + 0.0

@@ -201,7 +201,7 @@ def update_rules() -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     ['RowNorm', 'Sign', 'exact (D steepest)']
     """
     return {
-        "exact (D steepest)": lambda G: steepest_descent(G, 1.0),
+        "exact (D steepest)": lambda G: steepest_descent(G, eta=1.0),
         "projected RowNorm": lambda G: projected_rownorm(G, eta=1.0),
         "RowNorm": rownorm_update,
         "Sign": sign_update,

@@ -408,7 +408,7 @@ def _i10(rng, quick):
             acc.eq(ref.value, alm.value, f"{form} vs ALM/{kind}", scale=alm.value)
             acc.le(alm.value, ref.flow.cost, f"weak duality {form}/{kind}", scale=alm.value)
         eta = float(rng.uniform(0.1, 3.0))
-        S = steepest_descent(G, eta, tol=1e-9)
+        S = steepest_descent(G, eta=eta, tol=1e-9)
         acc.le(row_diameter(S), eta, f"D(S) <= eta/{kind}", scale=eta)
         acc.eq(-float(np.sum(G * S)), eta * alm.value, f"decrease = eta T/{kind}", scale=eta * alm.value)
     return acc

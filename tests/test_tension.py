@@ -137,7 +137,7 @@ def test_active_edges_i12(rng):
 def test_steepest_descent_is_eta_times_potential(rng):
     G = centered(rng, 15, 3)
     eta = 0.37
-    S = hg.steepest_descent(G, eta, tol=1e-10)
+    S = hg.steepest_descent(G, eta=eta, tol=1e-10)
     res = hg.min_tension(G, tol=1e-10)
     assert hg.row_diameter(S) <= eta * (1 + 1e-12)
     assert np.abs(S.sum(axis=0)).max() <= 1e-12
@@ -226,6 +226,37 @@ def test_rownorm_eps_and_zero_rows():
     assert N[2].tolist() == [0.0, 0.0]
 
 
+@pytest.mark.parametrize("k, zeros", [(1, 3), (4, 95), (7, 40)])
+def test_projected_rownorm_keeps_zero_rows_zero(k, zeros):
+    """Closed form: for the centred regular k-simplex (unit rows u_i, sum u_i = 0) plus
+    zero rows, P RN(P G) has rows u_i and 0, so S = -(eta/2) [u_i; 0] exactly up to
+    rounding -- the centring's rounding noise in the zero rows must not be scaled up.
+    With it scaled up (the former behaviour) the zero rows had norm about 0.026
+    for k = 4, 95 zero rows."""
+    U = simplex_rows(k, k + 1)
+    U = U / np.linalg.norm(U, axis=1, keepdims=True)
+    G = np.vstack([U, np.zeros((zeros, k + 1))])
+    eta = 2.0
+    tol = tolerance("exact")
+    for center in (False, True):
+        S, dec = hg.projected_rownorm(G, eta=eta, center=center, return_decrease=True)
+        assert np.abs(S[k + 1 :]).max() <= tol.atol
+        assert np.abs(S[: k + 1] + eta / 2 * U).max() <= tol.bound(1.0)
+        assert dec == pytest.approx(eta / 2 * (k + 1), rel=tol.rtol)
+        # the worst case of I16 is attained by the update itself: D(S) = eta * D(U) / 2
+        D_want = eta / 2 * math.sqrt(2 * (k + 1) / k)  # the regular simplex with unit circumradius
+        assert hg.row_diameter(S) == pytest.approx(D_want, rel=tol.rtol)
+
+
+def test_projected_rownorm_exact_zero_rows_of_an_uncentred_gradient_move_with_center():
+    """With center=True a zero row of G is the row -mean(G) of P G, not zero."""
+    G = np.array([[2.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    S = hg.projected_rownorm(G, eta=2.0, center=True)
+    # P G = [[4/3, 0], [-2/3, 0], [-2/3, 0]]: every row non-zero, RN = [[1,0],[-1,0],[-1,0]]
+    want = -(np.array([[1.0, 0.0], [-1.0, 0.0], [-1.0, 0.0]]) - np.array([-1 / 3, 0.0]))
+    assert np.allclose(S, want, rtol=0, atol=tolerance("exact").atol)
+
+
 # ---------------------------------------------------------------- bad input
 def test_bad_input():
     with pytest.raises(ValueError, match=r"G must have zero column sums \(max \|1\^T G\| = 1.00e\+00"):
@@ -239,7 +270,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="method must be one of"):
         hg.min_tension([[1.0], [-1.0]], method="newton")
     with pytest.raises(ValueError, match="eta must be >= 0"):
-        hg.steepest_descent([[1.0], [-1.0]], -1.0)
+        hg.steepest_descent([[1.0], [-1.0]], eta=-1.0)
     with pytest.raises(ValueError, match="eta must be >= 0"):
         hg.projected_rownorm([[1.0], [-1.0]], eta=-2.0)
     with pytest.raises(ValueError, match="tol must be > 0"):

@@ -61,7 +61,7 @@ def test_polar_update_is_the_orthogonal_factor(rng):
 def test_evaluate_update_exact_and_rownorm(rng):
     G = centered(rng, 20, 3)
     ten = hg.min_tension(G, tol=1e-10)
-    ex = hg.evaluate_update(G, hg.steepest_descent(G, 2.0, tol=1e-10), tension=ten)
+    ex = hg.evaluate_update(G, hg.steepest_descent(G, eta=2.0, tol=1e-10), tension=ten)
     assert ex.decrease_ratio == pytest.approx(1.0, abs=1e-9)
     lo, hi = ex.decrease_ratio_bounds
     assert lo <= ex.decrease_ratio <= hi + 1e-15
@@ -99,7 +99,7 @@ def test_gradient_suite_is_zero_sum_and_seeded():
 
 def test_bench_updates_with_a_user_rule():
     rows = hg.bench_updates(V=12, d=3, rules={"half RowNorm": lambda G: 0.5 * hg.projected_rownorm(G),
-                                              "exact": lambda G: hg.steepest_descent(G, 1.0)})
+                                              "exact": lambda G: hg.steepest_descent(G, eta=1.0)})
     assert len(rows) == 2 * 5
     for case, rule, rep in rows:
         if rule == "exact":
