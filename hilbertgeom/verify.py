@@ -678,7 +678,13 @@ def _i21(rng, quick):
 
 
 # --------------------------------------------------------------------------- runner
-def run_checks(*, seed: int = 0, quick: bool = False, only: list[str] | None = None) -> list[CheckResult]:
+def run_checks(
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    only: list[str] | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
     """Run the registered checks and return one :class:`CheckResult` per identity.
 
     Parameters
@@ -689,6 +695,24 @@ def run_checks(*, seed: int = 0, quick: bool = False, only: list[str] | None = N
         Fewer instances per check.
     only : list of str, optional
         Identity ids to run (e.g. ``["I1", "I7"]``).
+    on_result : callable, optional
+        Called with each :class:`CheckResult` as soon as its check finishes
+        (progress output); its return value is ignored.
+
+    Returns
+    -------
+    list of CheckResult
+        One row per check run, in registration order.
+
+    Examples
+    --------
+    >>> from hilbertgeom.verify import run_checks
+    >>> seen = []
+    >>> rows = run_checks(quick=True, only=["I4"], on_result=seen.append)
+    >>> [r.identity for r in seen] == [r.identity for r in rows] == ["I4"]
+    True
+    >>> rows[0].passed
+    True
     """
     out = []
     wanted = None if not only else {s.strip().upper() for s in only}
@@ -707,7 +731,10 @@ def run_checks(*, seed: int = 0, quick: bool = False, only: list[str] | None = N
             passed = bool(trials > 0 and worst <= chk.tol)
         except Exception as exc:  # a crash is a failure, reported as such
             worst, trials, detail, passed = math.inf, 0, f"{type(exc).__name__}: {exc}", False
-        out.append(CheckResult(chk.identity, chk.statement, chk.method, trials, worst, chk.tol, passed, detail))
+        row = CheckResult(chk.identity, chk.statement, chk.method, trials, worst, chk.tol, passed, detail)
+        out.append(row)
+        if on_result is not None:
+            on_result(row)
     return out
 
 

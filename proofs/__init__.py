@@ -43,8 +43,12 @@ PROOFS = {
 }
 
 
-def run_proofs(*, seed: int = 0, quick: bool = False, only=None) -> list[ProofResult]:
-    """Run the proof checks (optionally only some identities); a crash is a failure."""
+def run_proofs(*, seed: int = 0, quick: bool = False, only=None, on_result=None) -> list[ProofResult]:
+    """Run the proof checks (optionally only some identities); a crash is a failure.
+
+    ``on_result``, if given, is called with each :class:`ProofResult` as soon
+    as its proof finishes (progress output).
+    """
     out = []
     wanted = None if not only else {s.strip().upper() for s in only}
     for ident, fn in PROOFS.items():
@@ -55,4 +59,6 @@ def run_proofs(*, seed: int = 0, quick: bool = False, only=None) -> list[ProofRe
         except Exception as exc:  # reported, never hidden
             out.append(ProofResult(ident, "", "", "symbolic", 0, float("inf"), 0.0, False, (),
                                    (f"{type(exc).__name__}: {exc}",)))
+        if on_result is not None:
+            on_result(out[-1])
     return out
