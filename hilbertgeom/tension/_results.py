@@ -1,0 +1,153 @@
+"""Result types and the certificate: :class:`Flow`, :class:`TensionResult`,
+:class:`TensionBounds`, and the one function that turns any potential and any
+explicit flow into a rigorous bracket on ``T(G)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..rows import row_diameter
+
+__all__ = ["Flow", "TensionBounds", "TensionResult"]
+
+_U64 = float(np.finfo(np.float64).eps) / 2.0
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A flow on the complete graph of tokens that balances ``G`` exactly.
+
+    The explicit part carries ``vectors[e]`` from ``pairs[e, 0]`` to
+    ``pairs[e, 1]`` (``y_ij`` with ``i < j``, ``y_ji = -y_ij``).  What it leaves
+    unbalanced, ``residual = G - div(y)`` (zero column sums, tiny at
+    convergence), is carried by the balanced flow ``(r_i - r_j) / V`` on every
+    pair (identity I11), whose cost is at most ``(V - 1)/V * sum_i ||r_i||``.
+
+    Attributes
+    ----------
+    pairs : (m, 2) int ndarray
+    vectors : (m, d) float64 ndarray
+    residual : (V, d) float64 ndarray
+    cost : float
+        ``sum_e ||vectors[e]|| + (V-1)/V sum_i ||residual_i||``, rounded up:
+        an upper bound on ``T(G)``.
+    """
+
+    pairs: np.ndarray
+    vectors: np.ndarray
+    residual: np.ndarray
+    cost: float
+
+    def divergence(self, V: int) -> np.ndarray:
+        """``sum_j y_ij`` of the explicit part, a ``(V, d)`` array."""
+        return _divergence(self.pairs[:, 0], self.pairs[:, 1], self.vectors, V)
+
+
+@dataclass(frozen=True)
+class TensionResult:
+    """Certified solution of the minimum-tension problem.
+
+    Attributes
+    ----------
+    value : float
+        ``<G, potential>``: the certified lower bound, reported as ``T(G)``.
+    potential : (V, d) ndarray
+        Centred, ``D(potential) <= 1`` (to rounding), ``<G, potential> = value``.
+    flow : Flow
+        Balances ``G`` exactly; ``flow.cost`` is the certified upper bound.
+    gap : float
+        ``flow.cost - value >= 0``; ``T(G)`` lies in ``[value, value + gap]``.
+    status : str
+        ``"optimal"`` (relative gap within ``tol``; ``max(tol, 1e-6)`` for the
+        cvxpy reference), ``"inaccurate"`` (reference only), or ``"zero"``
+        for ``G = 0``.
+    method : str
+        ``"alm"``, ``"cvxpy-potential"`` or ``"cvxpy-flow"``.
+    centered : bool
+        True when ``center=True`` projected ``G`` with ``P`` first.
+    iterations : int
+        Outer iterations (ALM) or solver iterations (cvxpy).
+    diameter : float
+        Exact ``D(potential)``.
+    """
+
+    value: float
+    potential: np.ndarray
+    flow: Flow
+    gap: float
+    status: str
+    method: str
+    centered: bool
+    iterations: int
+    diameter: float
+
+    @property
+    def relative_gap(self) -> float:
+        return self.gap / max(self.value, np.finfo(float).tiny)
+
+
+@dataclass(frozen=True)
+class TensionBounds:
+    """Cheap certified bounds ``lower <= T(G) <= upper`` with their sources."""
+
+    lower: float
+    upper: float
+    lower_source: str
+    upper_source: str
+
+
+# --------------------------------------------------------------------------- helpers
+def _incidence(I, J, V):
+    """Sparse ``V x m`` incidence matrix: column ``e`` is ``e_I[e] - e_J[e]``."""
+    import scipy.sparse as sp
+
+    m = len(I)
+    rows = np.concatenate([I, J])
+    cols = np.concatenate([np.arange(m), np.arange(m)])
+    data = np.concatenate([np.ones(m), -np.ones(m)])
+    return sp.csr_matrix((data, (rows, cols)), shape=(V, m))
+
+
+def _divergence(I, J, Y, V):
+    """``sum_j y_ij`` for the flow ``Y`` on pairs ``(I, J)``: ``B Y``."""
+    if len(I) == 0:
+        return np.zeros((V, Y.shape[1]))
+    return np.asarray(_incidence(I, J, V) @ Y)
+
+
+def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, iterations, tol) -> TensionResult:
+    """Build the certificate from any potential and any explicit flow."""
+    V = G.shape[0]
+    Pc = Phi - Phi.mean(axis=0)
+    D = row_diameter(Pc) if V > 1 else 0.0
+    if D > 0:
+        Pc = Pc / D
+        D = row_diameter(Pc)
+    value = float(np.sum(G * Pc))
+    if value < 0:  # only possible for a useless potential; the zero potential is better
+        Pc = np.zeros_like(Pc)
+        value, D = 0.0, 0.0
+    I = np.asarray(I, dtype=np.intp)
+    J = np.asarray(J, dtype=np.intp)
+    Y = np.asarray(Y, dtype=np.float64).reshape(len(I), G.shape[1])
+    r = G - _divergence(I, J, Y, V)
+    norms = _rownorms(Y) if len(I) else np.zeros(0)  # scaled: no under/overflow of squares
+    raw = float(norms.sum()) + (V - 1) / V * float(_rownorms(r).sum())
+    cost = raw * (1.0 + 4.0 * (len(I) + V + G.shape[1]) * _U64)  # rounding of the sums
+    keep = norms > 0
+    flow = Flow(pairs=np.stack([I[keep], J[keep]], axis=1), vectors=Y[keep], residual=r, cost=cost)
+    # the value <G, potential> is itself rounded (V d products): widen the gap by that
+    gap = max(cost - value, 0.0) + 4.0 * (G.size + 2) * _U64 * abs(value)
+    status = "optimal" if gap <= tol * max(value, 1e-300) else "inaccurate"
+    return TensionResult(value=value, potential=Pc, flow=flow, gap=gap, status=status, method=method,
+                         centered=centered, iterations=iterations, diameter=D)
+
+
+
+def _rownorms(X):
+    m = np.abs(X).max(axis=1)
+    ms = np.where(m > 0, m, 1.0)
+    return m * np.linalg.norm(X / ms[:, None], axis=1)
+
