@@ -100,6 +100,9 @@ def test_mathml_spacing_and_limits():
     # Display math puts the limits of \max under it, inline math beside it (as TeX).
     assert "<munder>" in mathml.to_mathml(r"\max_{i<j} x_{ij}", display=True)
     assert "<munder>" not in mathml.to_mathml(r"\max_{i<j} x_{ij}", display=False)
+    # A prime is a raised glyph already, not a superscript.
+    xml = mathml.to_mathml(r"(d'+1)", display=False)
+    assert "<msup>" not in xml and _text(xml) == "(d\u2032+1)"
     # Unary minus after a relation: no binary-operator space.
     xml = mathml.to_mathml(r"S = -\eta\Phi", display=False)
     assert re.search(r'<mo form="prefix" lspace="0" rspace="0">\u2212</mo>', xml), xml

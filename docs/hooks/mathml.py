@@ -9,8 +9,9 @@ with no JavaScript and no network.
 
 latex2mathml covers the TeX this site uses but has a few gaps; the output is
 repaired where the meaning is unambiguous (delimiters after ``\\bigl``/``\\Bigr``,
-named negative spaces, bold letters as Unicode math alphanumerics, limits
-under ``\\max``/``\\sup``/... in display math) and otherwise checked: a formula
+named negative spaces, bold letters as Unicode math alphanumerics, primes,
+limits under ``\\max``/``\\sup``/... in display math, TeX's spacing around
+function names and unary signs) and otherwise checked: a formula
 whose MathML still holds a TeX command, an ``merror`` or a malformed length is
 a conversion failure, and any failure stops the build with the page, the
 formula and the reason.  Headings must be plain text (the table of contents
@@ -86,6 +87,13 @@ _SIGNS = {"\u2212", "+", "\u00b1", "-"}
 _THIN = "0.167em"
 
 
+def _is_prime(el: ET.Element) -> bool:
+    if _tag(el) == "mrow" and len(el) == 1:
+        el = el[0]
+    return _tag(el) in ("mi", "mo") and len(el) == 0 and bool(el.text) \
+        and set(el.text.strip()) <= set("\u2032\u2033\u2034")
+
+
 def _base(el: ET.Element) -> ET.Element:
     while _tag(el) in _SCRIPTED and len(el):
         el = el[0]
@@ -98,7 +106,8 @@ def _space(seq: ET.Element) -> None:
     Function names (``\\log``, ``\\tanh``, ``\\operatorname{sign}``, ``\\max``)
     get a thin space on each side, none before an opening delimiter (TeX's
     ``mathop``); a sign after an operator or at the start is unary (no
-    space); a bare ``|`` is a delimiter, not a relation.
+    space); a bare ``|`` is a delimiter, not a relation, and does not
+    stretch.
     """
     children = list(seq)
     out: list[ET.Element] = []
@@ -118,11 +127,13 @@ def _space(seq: ET.Element) -> None:
             if nxt is not None and not (_tag(nxt) == "mo" and (nxt.text or "").strip() in _OPENING):
                 out.append(_new("mspace", width=_THIN))
             continue
-        if _tag(child) == "mo" and name in _SIGNS and (not out or _tag(out[-1]) == "mo"):
+        atoms = [el for el in out if _tag(el) != "mspace"]  # TeX's glue is no atom
+        if _tag(child) == "mo" and name in _SIGNS and (not atoms or _tag(atoms[-1]) == "mo"):
             child.set("form", "prefix")
             child.set("lspace", "0")
             child.set("rspace", "0")
-        if _tag(child) == "mo" and name == "|" and child.get("lspace") is None:
+        if _tag(child) == "mo" and name in ("|", "\u2016") and child.get("stretchy") is None:
+            child.set("stretchy", "false")  # \lvert, \rvert: as tall as the text
             child.set("lspace", "0")
             child.set("rspace", "0")
         out.append(child)
@@ -158,6 +169,13 @@ def to_mathml(tex: str, *, display: bool) -> str:
         if variant in ("bold", "bold-italic") and el.text:
             el.text = _bold(el.text, italic=variant == "bold-italic")
             el.set("mathvariant", "normal")
+        if tag == "msup" and len(el) == 2 and _is_prime(el[1]):
+            # d' : Unicode primes are already raised; as a superscript they
+            # would be raised twice.
+            prime = _new("mo", lspace="0", rspace="0")
+            prime.text = "".join(el[1].itertext()).strip()
+            el.tag = f"{{{MATHML_NS}}}mrow"
+            el[1] = prime
         if display and tag in _UNDEROVER and len(el) and _tag(el[0]) == "mo" \
                 and (el[0].text or "").strip() in _LIMITS:
             el.tag = f"{{{MATHML_NS}}}{_UNDEROVER[tag]}"
