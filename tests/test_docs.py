@@ -124,8 +124,9 @@ def test_build_fails_on_unconvertible_math_and_math_in_headings(tmp_path):
         f"hooks:\n  - {DOCS / 'hooks' / 'mathml.py'}\n")
     proc = _mkdocs(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert proc.returncode != 0
-    assert r"'\\arg\\min_x f': TeX left in the MathML" in proc.stderr
-    assert "heading 'On \\\\(D(S)\\\\)': write headings in plain text" in proc.stderr
+    assert "1 of 3 formulas do not convert to MathML" in proc.stderr  # a^2, D(S) convert
+    assert r"index.md: '\\arg\\min_x f': TeX left in the MathML" in proc.stderr
+    assert "index.md: heading 'On \\\\(D(S)\\\\)': write headings in plain text" in proc.stderr
 
 
 # --------------------------------------------------------------------------

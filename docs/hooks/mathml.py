@@ -205,15 +205,15 @@ def _strip_delimiters(tex: str) -> tuple[str, bool]:
     return tex, True  # \begin{env} ... \end{env} blocks come without delimiters
 
 
-_stats = {"formulas": 0, "pages": 0}
+_stats: dict = {"formulas": 0, "pages": 0, "failed": 0, "errors": []}
 
 
 def on_pre_build(config, **kwargs):
-    _stats.update(formulas=0, pages=0)
+    _stats.update(formulas=0, pages=0, failed=0, errors=[])
 
 
 def on_page_content(html_text, page, config, files):
-    errors: list[str] = []
+    where = page.file.src_uri
 
     def replace(m: re.Match) -> str:
         tex, display = _strip_delimiters(html.unescape(m.group(2)))
@@ -221,7 +221,8 @@ def on_page_content(html_text, page, config, files):
         try:
             mathml = to_mathml(tex, display=display)
         except ValueError as exc:
-            errors.append(f"  {' '.join(tex.split())!r}: {exc}")
+            _stats["failed"] += 1
+            _stats["errors"].append(f"  {where}: {' '.join(tex.split())!r}: {exc}")
             return m.group(0)
         _stats["formulas"] += 1
         return f'<div class="math-display">{mathml}</div>' if display else mathml
@@ -236,14 +237,17 @@ def on_page_content(html_text, page, config, files):
 
     for item in headings(page.toc):
         if re.search(r"\\[(\[]|\$|\\[A-Za-z]+", item.title):
-            errors.append(f"  heading {item.title!r}: write headings in plain text "
-                          "(the table of contents and the search index show them as text)")
-    if errors:
-        raise PluginError(f"math on {page.file.src_uri} does not convert to MathML:\n"
-                          + "\n".join(errors))
+            _stats["errors"].append(
+                f"  {where}: heading {item.title!r}: write headings in plain text "
+                "(the table of contents and the search index show them as text)")
     return html_text
 
 
 def on_post_build(config, **kwargs):
-    log.info("mathml: %d formulas typeset as MathML on %d pages",
+    """Fail the build on any formula that did not convert, listing all of them."""
+    if _stats["errors"]:
+        raise PluginError(
+            f"{_stats['failed']} of {_stats['failed'] + _stats['formulas']} formulas do not "
+            "convert to MathML, or headings hold math:\n" + "\n".join(_stats["errors"]))
+    log.info("mathml: %d formulas typeset as MathML on %d pages, 0 failed",
              _stats["formulas"], _stats["pages"])
