@@ -104,8 +104,11 @@ def test_mathml_spacing_and_limits():
     xml = mathml.to_mathml(r"(d'+1)", display=False)
     assert "<msup>" not in xml and _text(xml) == "(d\u2032+1)"
     # Unary minus after a relation: no binary-operator space.
-    xml = mathml.to_mathml(r"S = -\eta\Phi", display=False)
-    assert re.search(r'<mo form="prefix" lspace="0" rspace="0">\u2212</mo>', xml), xml
+    unary = r'<mo form="prefix" lspace="0" rspace="0">\u2212</mo>'
+    assert len(re.findall(unary, mathml.to_mathml(r"S = -\eta\Phi", display=False))) == 1
+    assert len(re.findall(unary, mathml.to_mathml(r"(-a, -b)", display=False))) == 2
+    # ... but binary after a closing delimiter or a prime.
+    assert not re.findall(unary, mathml.to_mathml(r"(a+b) - c + d' - e", display=False))
 
 
 @pytest.mark.parametrize("tex", [r"\arg\max_x f", r"\foo{x}", r"\frac{1}{"])

@@ -84,6 +84,8 @@ _SEQUENCES = {"math", "mrow", "mstyle", "mtd", "msqrt", "mpadded", "mphantom", "
 _SCRIPTED = {"msub", "msup", "msubsup", "munder", "mover", "munderover"}
 _OPENING = set("([{\u27e8|\u2016\u230a\u2308")
 _SIGNS = {"\u2212", "+", "\u00b1", "-"}
+# Operators after which a sign stays binary (TeX: closing delimiters, ordinary).
+_ORDINARY_MO = set(")]}\u27e9|\u2016\u230b\u2309\u2026!\u2032\u2033\u2034")
 _THIN = "0.167em"
 
 
@@ -105,8 +107,8 @@ def _space(seq: ET.Element) -> None:
 
     Function names (``\\log``, ``\\tanh``, ``\\operatorname{sign}``, ``\\max``)
     get a thin space on each side, none before an opening delimiter (TeX's
-    ``mathop``); a sign after an operator or at the start is unary (no
-    space); a bare ``|`` is a delimiter, not a relation, and does not
+    ``mathop``); a sign at the start or after a relation, a binary operator,
+    punctuation or an opening delimiter is unary (no space); a bare ``|`` is a delimiter, not a relation, and does not
     stretch.
     """
     children = list(seq)
@@ -128,7 +130,9 @@ def _space(seq: ET.Element) -> None:
                 out.append(_new("mspace", width=_THIN))
             continue
         atoms = [el for el in out if _tag(el) != "mspace"]  # TeX's glue is no atom
-        if _tag(child) == "mo" and name in _SIGNS and (not atoms or _tag(atoms[-1]) == "mo"):
+        if _tag(child) == "mo" and name in _SIGNS and (
+                not atoms or (_tag(atoms[-1]) == "mo"
+                              and (atoms[-1].text or "").strip() not in _ORDINARY_MO)):
             child.set("form", "prefix")
             child.set("lspace", "0")
             child.set("rspace", "0")
