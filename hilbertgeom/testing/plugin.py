@@ -1,0 +1,53 @@
+"""pytest plugin: fixtures for testing head optimizers, no import needed.
+
+Registered as the ``pytest11`` entry point ``hilbertgeom`` (loaded by pytest
+wherever hilbertgeom is installed; ``-p no:hilbertgeom`` turns it off), or
+load it by hand with ``-p hilbertgeom.testing.plugin``.
+
+* ``assert_steepest`` -- the function :func:`hilbertgeom.testing.assert_steepest`;
+* ``gradient_case`` -- a test that takes it runs once per
+  :func:`hilbertgeom.testing.gradient_cases` case (the real-model case is
+  skipped, with the reason, when the weights are not installed).  Sizes
+  come from the marker ``@pytest.mark.gradient_cases(V, d, real=..., seed=...)``
+  (default ``V = 64, d = 8``).
+
+::
+
+    def test_my_rownorm(gradient_case, assert_steepest):
+        G = gradient_case.G
+        assert_steepest(my_rownorm(G), G, norm="max_row")
+
+The module imports nothing from hilbertgeom until a test asks for a fixture.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+__all__ = ["assert_steepest", "pytest_configure", "pytest_generate_tests"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "gradient_cases(V=64, d=8, *, seed=0, real=True): sizes of the gradient_case fixture "
+                   "(hilbertgeom.testing.gradient_cases)")
+
+
+def pytest_generate_tests(metafunc):
+    if "gradient_case" not in metafunc.fixturenames:
+        return
+    from . import gradient_cases
+
+    mark = metafunc.definition.get_closest_marker("gradient_cases")
+    args, kwargs = (mark.args, dict(mark.kwargs)) if mark is not None else ((), {})
+    params = [pytest.param(c, id=c.name, marks=() if c.available else pytest.mark.skip(reason=c.reason))
+              for c in gradient_cases(*args, **kwargs)]
+    metafunc.parametrize("gradient_case", params)
+
+
+@pytest.fixture(name="assert_steepest")
+def assert_steepest():
+    """:func:`hilbertgeom.testing.assert_steepest`."""
+    from . import assert_steepest as fn
+
+    return fn
