@@ -147,9 +147,9 @@ def synthetic_head_gradient(V, d, /, *, batch=512, zipf=1.1, seed=0, logit_scale
 
     Hidden states ``H`` (``batch x d``, rows ``z_b + m`` with ``z_b``, ``m``
     standard normal: a shared mean direction, as real hidden states have), a
-    head ``U`` with standard normal rows scaled so that logits have standard
-    deviation about ``logit_scale``, and targets drawn from a Zipf law over a
-    random ordering of the vocabulary.
+    head ``U`` with standard normal rows orthogonal to ``m``, scaled so that the
+    logits ``u_i . z_b`` have standard deviation ``logit_scale``, and targets
+    drawn from a Zipf law over a random ordering of the vocabulary.
 
     .. math::
 
@@ -157,8 +157,10 @@ def synthetic_head_gradient(V, d, /, *, batch=512, zipf=1.1, seed=0, logit_scale
 
     The result has ``rank G = min(d, batch)``; the rows of the targets are the
     large ones (about ``|h| / B`` times the target's count); all other rows are
-    tiny positive mixtures of hidden states (about ``|h| / V``), nearly equal
-    to each other. Logits are formed in tiles over ``V`` (at most 256 MiB at a time).
+    tiny positive mixtures of hidden states, about ``e^{s^2/2} (m + u_i) / V``
+    (``s = logit_scale``), so nearly equal to each other: their spread is about
+    ``s / sqrt(d)`` of their size. For ``V >> batch`` the target rows are the
+    largest. Logits are formed in tiles over ``V`` (at most 256 MiB at a time).
 
     Parameters
     ----------
@@ -181,7 +183,7 @@ def synthetic_head_gradient(V, d, /, *, batch=512, zipf=1.1, seed=0, logit_scale
     -------
     HeadGradient
         ``source="synthetic"``; ``meta`` holds ``V``, ``d``, ``zipf``,
-        ``logit_scale``, ``distinct_targets``.
+        ``logit_scale``, ``distinct_targets`` and ``hidden`` (``H``).
 
     Examples
     --------
@@ -203,16 +205,23 @@ def synthetic_head_gradient(V, d, /, *, batch=512, zipf=1.1, seed=0, logit_scale
     if tile is not None:
         tile = _validate.integer(tile, "tile", minimum=1)
     rng = np.random.default_rng(seed)
-    H = rng.standard_normal((batch, d)) + rng.standard_normal(d)
-    hnorm = float(np.sqrt(np.mean(np.sum(H * H, axis=1))))
-    # logits h.u with u ~ N(0, c^2 I): std c |h|; pick c so the std is logit_scale
-    U = rng.standard_normal((V, d)) * (logit_scale / hnorm)
+    m = rng.standard_normal(d)
+    H = rng.standard_normal((batch, d)) + m
+    U = rng.standard_normal((V, d))
+    if d > 1:
+        # head rows orthogonal to the shared mean m: the logit u.h = u.z varies with the
+        # position, not by a row-wide offset, so every tail row is about e^{s^2/2} (m + u_i) / V
+        mhat = m / np.linalg.norm(m)
+        U -= np.outer(U @ mhat, mhat)
+        U *= logit_scale / np.sqrt(d - 1)
+    else:
+        U *= logit_scale / float(np.sqrt(np.mean(H * H)))
     w = np.arange(1, V + 1, dtype=np.float64) ** -zipf
     ranks = rng.choice(V, size=batch, p=w / w.sum())
     targets = rng.permutation(V)[ranks].astype(np.int64)
     G, loss, _ = _cross_entropy_gradient(H, U, targets, tile=tile)
     meta = {"V": V, "d": d, "zipf": zipf, "logit_scale": logit_scale,
-            "distinct_targets": int(np.unique(targets).size)}
+            "distinct_targets": int(np.unique(targets).size), "hidden": H}
     return HeadGradient(G=G, loss=loss, batch=batch, seed=seed, targets=targets, source="synthetic", meta=meta)
 
 
