@@ -47,35 +47,19 @@ def _table(rows, elapsed: float) -> str:
 
 
 def _verify(args) -> int:
-    from .verify import run_checks
-
     only = [s for part in (args.only or []) for s in part.split(",") if s.strip()]
     t0 = time.perf_counter()
     try:
-        from .verify import CHECKS
-
         try:
-            from .proofs import PROOFS, run_proofs
+            from .proofs import run
         except ImportError:
             try:  # running from a source checkout: proofs/ is the top-level folder
-                from proofs import PROOFS, run_proofs
+                from proofs import run
             except ImportError:
                 print("hilbertgeom verify: the proofs package is missing (hilbertgeom.proofs); "
                       "reinstall hilbertgeom", file=sys.stderr)
                 return 2
-        known = {c.identity.upper() for c in CHECKS} | set(PROOFS)
-        unknown = sorted({s.strip().upper() for s in only} - known)
-        if unknown:
-            raise ValueError(f"unknown identity id(s) {unknown}")
-        numeric_only = [s for s in only if s.strip().upper() in {c.identity.upper() for c in CHECKS}]
-        rows = [] if only and not numeric_only else run_checks(seed=args.seed, quick=args.quick,
-                                                                only=numeric_only or None)
-        from .verify import CheckResult
-
-        for pr in run_proofs(seed=args.seed, quick=args.quick, only=only or None):
-            rows.append(CheckResult(pr.identity, pr.claim, f"proof: {pr.method}", pr.trials, pr.worst,
-                                    pr.tol, pr.verdict,
-                                    "failed steps: " + "; ".join(pr.failed) if pr.failed else ""))
+        rows = run(seed=args.seed, quick=args.quick, only=only or None)
     except ValueError as exc:
         print(f"hilbertgeom verify: {exc}", file=sys.stderr)
         return 2

@@ -1,134 +1,226 @@
-r"""Identities I3, I5, I6, I7, I9: cross-entropy, Birkhoff--Hopf, the head norm,
-the covering radius, the backward change.
+r"""The head identities I6--I9: the forward head norm, the covering radius, the
+backward bounds.
 
-* **I3** $\sum_c p_c(e^{\delta_c} - 1) = \sum_c q_c - \sum_c p_c = 0$ with
-  $\delta_c = \log(q_c/p_c)$: the $\delta_c$ cannot all have one sign, so
-  $\min_c \delta_c \le 0 \le \max_c \delta_c$ and $|\delta_c| \le H$.
-* **I5** For $2\times 2$ matrices the two cross-ratios are reciprocal, so
-  $\Delta = |\log(a_{11}a_{22}/(a_{12}a_{21}))|$; contraction checked against
-  exact rational cross-ratios.
-* **I6** $(U+S)h - Uh = Sh$ (no $U$); Cauchy--Schwarz through Lagrange's
-  identity; the witness $h = (s_i - s_j)/\|s_i - s_j\|$ attains it.
-* **I7** $(s_i + a) - (s_j + a) = s_i - s_j$; numeric
-  $D \le 2\,\mathrm{rad} \le 2 J_k D$.
-* **I9** $b_+ - b = S^\top(q - e_c) + U^\top(q - p) = S^\top(p - e_c) + (U+S)^\top(q - p)$
-  as matrix identities; for the $V = d = 2$ example,
-  $U^\top(q - p) = M\tanh(\eta/2)\,e_2$ exactly.
+**I6.** $(U+S)h - Uh = Sh$, so $H(p_{U+S}(h), p_U(h)) = \operatorname{var}(Sh)
+= \max_{i,j}\langle s_i - s_j, h\rangle$ (I2) for every $U$; Hölder
+$\langle x, h\rangle \le \|x\|_*\|h\|$ (Cauchy--Schwarz through Lagrange's
+identity for $\ell_2$; $\sum x_k y_k \le \max|y| \sum|x|$ for $\ell_1/\ell_\infty$)
+bounds it by $R\,D_*(S)$; the witness $h = R\,x/\|x\|_2$ (resp.
+$R\operatorname{sign}(x)$, $R\,e_k$) attains it.
 
-Source: arXiv 2608.22253 (v2); Birkhoff (1957); Jung (1901).
+**I7.** $(s_i + a) - (s_j + a) = s_i - s_j$.  Any ball of radius $\rho$ around
+$c$ holds $\|s_i - s_j\| \le \|s_i - c\| + \|c - s_j\| \le 2\rho$, so
+$D \le 2\,\mathrm{rad}$ (sharp for two points).  Jung's theorem (cited:
+Jung 1901) gives $\mathrm{rad} \le J_k D$; its sharpness on the regular
+$k$-simplex is proved here: the centred vertices $e_i - \mathbf 1/(k+1)$ have
+norm$^2$ $k/(k+1)$ and edge$^2$ 2, so circumradius / edge $= J_k$.
+
+**I8.** Split a zero-sum $r = r^+ - r^-$, $\sum r^+ = \sum r^- = m = \|r\|_1/2$:
+$S^\top r = \frac1m\sum_{i,j} r^+_i r^-_j (s_i - s_j)$ (identity), so
+$\|S^\top r\| \le \frac1m \sum_{ij} r_i^+ r_j^- D = mD$; sharp on
+$r = e_i - e_j$ at the farthest pair.  For $r = p - e_c$:
+$\|p - e_c\|_1 = 2(1 - p_c)$, with the absolute values decided by sympy
+from $p \ge 0$, $\sum p = 1$; sharp on $p = (1-s)e_i + s e_j$, $c = j$.
+
+**I9.** $b_+ - b = S^\top(q - e_c) + U^\top(q - p) = S^\top(p - e_c) + (U+S)^\top(q - p)$;
+$\|U^\top(q - p)\| \le D(U)\,\mathrm{TV}(p,q) \le D(U)\tanh(\delta/4)$ by I8
+and I4 with $H(p,q) = \operatorname{var}(Sh) = \delta$ (I2).  The example
+$U = (\pm M e_2)$, $S = (\pm\frac\eta2 e_1)$, $h = e_1$, $c = 1$ has
+$b_+ - b = (-\eta q_2,\ M\tanh(\eta/2))$ exactly, so the change grows with $M$
+and $\text{change}/\text{bound} \to 1/(1 + \tanh^2(\eta/4))$ as $M \to \infty$.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from fractions import Fraction
 
+import mpmath as mp
 import numpy as np
 import sympy as sp
 
-from ._base import ProofResult, Steps
+import hilbertgeom as hg
 
-__all__ = ["check_i3", "check_i5", "check_i6", "check_i7", "check_i9"]
+from ._core import BALL, EXACT, Proof, clouds, diameter, farthest, rank, register, softmax
 
+__all__ = ["IDENTITIES"]
 
-def check_i3(*, seed: int = 0, quick: bool = False) -> ProofResult:
-    st = Steps()
-    p = sp.symbols("p1:4", positive=True)
-    q = sp.symbols("q1:4", positive=True)
-    expr = sum(p[i] * (sp.exp(sp.log(q[i] / p[i])) - 1) for i in range(3)) - (sum(q) - sum(p))
-    st.zero("sum_c p_c (e^delta_c - 1) = sum q - sum p", expr)
-    from hilbertgeom import hilbert_distance
+IDENTITIES: dict = {}
 
-    rng = np.random.default_rng(seed)
-    for _ in range(20 if quick else 200):
-        pv, qv = rng.dirichlet(np.full(6, 0.3)), rng.dirichlet(np.full(6, 0.3))
-        dl = np.log(qv) - np.log(pv)
-        h = hilbert_distance(pv, qv)
-        st.residual(max(dl.min(), 0.0) + max(-dl.max(), 0.0), 1.0 + h)
-        st.residual(max(np.abs(dl).max() - h, 0.0), 1.0 + h)
-    return st.result("I3", "min_c dl_c <= 0 <= max_c dl_c, so |log p_c - log q_c| <= H(p,q)", "arXiv 2608.22253")
+_NORMS = ((2, 2, 2), ("inf", 1, np.inf), (1, "inf", 1))  # (hidden norm, diameter norm, numpy ord of h)
 
 
-def _cross_ratio_delta(A) -> float:
-    A = [[Fraction(x) for x in row] for row in A]
-    best = Fraction(1)
-    n, m = len(A), len(A[0])
-    for i, j, k, l in itertools.product(range(n), range(n), range(m), range(m)):
-        best = max(best, (A[i][k] * A[j][l]) / (A[i][l] * A[j][k]))
-    return math.log(best)
-
-
-def check_i5(*, seed: int = 0, quick: bool = False) -> ProofResult:
-    st = Steps()
-    a, b, c, d = sp.symbols("a b c d", positive=True)
-    # the cross-ratios of a 2x2 matrix are 1, ad/(bc) and bc/(ad): their logs are 0 and +-log(ad/bc)
-    st.zero("log(bc/(ad)) = -log(ad/(bc))", sp.expand_log(sp.log(b * c / (a * d)) + sp.log(a * d / (b * c))))
-    from hilbertgeom import birkhoff_contraction, hilbert_distance
-
-    rng = np.random.default_rng(seed)
-    for _ in range(10 if quick else 60):
-        A = rng.integers(1, 30, size=(int(rng.integers(1, 5)), int(rng.integers(1, 5))))
-        c_ = birkhoff_contraction(A)
-        exact = _cross_ratio_delta(A.tolist())  # rational arithmetic
-        st.residual(c_.diameter - exact, 1.0 + exact)
-        for _ in range(5):
-            x, y = np.exp(rng.normal(0, 2, A.shape[1])), np.exp(rng.normal(0, 2, A.shape[1]))
-            hxy = hilbert_distance(x, y)
-            st.residual(max(hilbert_distance(A @ x, A @ y) - c_.ratio * hxy, 0.0), 1.0 + hxy)
-    return st.result("I5", "H(Ax, Ay) <= tanh(Delta(A)/4) H(x, y); Delta = max cross-ratio log",
-                     "Birkhoff (1957), Hopf (1963)")
-
-
-def check_i6(*, seed: int = 0, quick: bool = False) -> ProofResult:
-    st = Steps()
+# --------------------------------------------------------------------------- I6
+@register(IDENTITIES, "I6", "sup_{||h|| <= R} H(p_{U+S}(h), p_U(h)) = R D(S), independent of U, sharp; "
+          "l_inf hidden norm -> l_1 diameter, l_1 -> l_inf",
+          "arXiv 2608.22253 (v2), the head norm",
+          "sympy: U cancels, Lagrange's identity, Hölder witnesses; numeric: brute-force dual diameters, "
+          "random h in the ball, the witness attains")
+def _i6(pf: Proof, rng, quick, seed):
     U = sp.Matrix(3, 2, sp.symbols("u1:7", real=True))
     S = sp.Matrix(3, 2, sp.symbols("s1:7", real=True))
     h = sp.Matrix(sp.symbols("h1:3", real=True))
-    st.zero("(U+S)h - Uh = Sh", ((U + S) * h - U * h - S * h).norm() ** 2)
+    pf.zero("(U+S)h - Uh = Sh", ((U + S) * h - U * h - S * h).norm() ** 2)
     x = sp.symbols("x1:4", real=True)
     y = sp.symbols("y1:4", real=True)
-    lagrange = (sum(t * t for t in x) * sum(t * t for t in y) - sum(x[i] * y[i] for i in range(3)) ** 2
-                - sum((x[i] * y[j] - x[j] * y[i]) ** 2 for i in range(3) for j in range(i + 1, 3)))
-    st.zero("Lagrange's identity (Cauchy-Schwarz)", lagrange)
-    z = sp.Matrix(sp.symbols("z1:4", real=True))
-    st.zero("witness: z.(z/||z||) = ||z||", sp.simplify((z.dot(z) / sp.sqrt(z.dot(z))) - sp.sqrt(z.dot(z))))
-    from hilbertgeom import head_norm, softmax_hilbert_distance, worst_case_hidden
+    pf.zero("Lagrange: |x|^2|y|^2 - (x.y)^2 = sum (x_i y_j - x_j y_i)^2",
+            sum(t * t for t in x) * sum(t * t for t in y) - sum(x[i] * y[i] for i in range(3)) ** 2
+            - sum((x[i] * y[j] - x[j] * y[i]) ** 2 for i in range(3) for j in range(i + 1, 3)))
+    xp = sp.Symbol("x", positive=True)
+    pf.zero("witness l_inf: x sign(x) = |x| (x > 0)", xp * sp.sign(xp) - sp.Abs(xp))
+    pf.zero("witness l_inf: x sign(x) = |x| (x < 0)", -xp * sp.sign(-xp) - sp.Abs(-xp))
+    z = sp.Matrix(sp.symbols("z1:4", positive=True))
+    pf.zero("witness l_2: z.(z/||z||) = ||z||", z.dot(z) / sp.sqrt(z.dot(z)) - sp.sqrt(z.dot(z)))
+    for kind, S_ in clouds(rng, quick):
+        Sd = np.asarray(S_, dtype=np.float64)
+        V, d = Sd.shape
+        if V < 2 or kind == "huge-scale":
+            continue
+        Uf = rng.normal(0, 3, (V, d)) * rng.choice([1.0, 1e3])
+        R = float(rng.uniform(0.1, 5.0))
+        for hn, dn, ordh in _NORMS:
+            D = diameter(Sd, ord={2: 2, 1: 1, "inf": np.inf}[dn])
+            bound = hg.head_norm(S_, hidden_norm=hn, radius=R)
+            pf.eq(f"head_norm = R D_dual (brute) {hn}/{kind}", bound, R * D, scale=1e-300 + R * D)
+            hv = hg.worst_case_hidden(S_, hidden_norm=hn, radius=R)
+            pf.le(f"witness in the ball {hn}/{kind}", float(np.linalg.norm(hv, ord=ordh)), R, scale=R)
+            zs = Sd @ hv  # H = var(S h) for every U (I2); the witness attains R D
+            # the products S h round relative to the rows' size, not to D (near-duplicate rows)
+            pf.eq(f"witness attains R D {hn}/{kind}", float(zs.max() - zs.min()), R * D,
+                  scale=1e-300 + R * D + R * float(np.abs(Sd).sum(axis=1).max()))
+            scale = R * D + float((np.abs(Uf).max() + np.abs(Sd).max()) * R * d) + 1e-300
+            pf.le(f"bound, with U, at the witness {hn}/{kind}",
+                  hg.softmax_hilbert_distance((Uf + Sd) @ hv, Uf @ hv), bound, scale=scale)
+            for _ in range(2):
+                g = rng.standard_normal(d)
+                g *= R * rng.uniform(0, 1) / max(float(np.linalg.norm(g, ord=ordh)), 1e-300)
+                zz = Sd @ g
+                pf.le(f"random h in the ball {hn}/{kind}", float(zz.max() - zz.min()), bound, scale=1e-300 + bound)
 
-    rng = np.random.default_rng(seed)
-    for _ in range(10 if quick else 60):
-        Sn = rng.standard_normal((int(rng.integers(2, 20)), int(rng.integers(1, 6))))
-        Un = rng.standard_normal(Sn.shape)
-        R = float(rng.uniform(0.1, 3))
-        for hn in (2, "inf", 1):
-            b = head_norm(Sn, hidden_norm=hn, radius=R)
-            hv = worst_case_hidden(Sn, hidden_norm=hn, radius=R)
-            st.residual(softmax_hilbert_distance((Un + Sn) @ hv, Un @ hv) - b, 1.0 + b + R * np.abs(Sn).sum())
-    return st.result("I6", "sup_{||h||<=R} H(p_{U+S}(h), p_U(h)) = R D(S), independent of U, sharp",
-                     "arXiv 2608.22253 (v2)")
+
+# --------------------------------------------------------------------------- I7
+def _simplex(k: int, scale: float) -> np.ndarray:
+    """Regular k-simplex, edge sqrt(2) * scale, in R^(k+1) (an independent construction)."""
+    return (np.eye(k + 1) - 1.0 / (k + 1)) * scale
 
 
-def check_i7(*, seed: int = 0, quick: bool = False) -> ProofResult:
-    st = Steps()
+@register(IDENTITIES, "I7", "D(S + 1a^T) = D(S); D(S) <= 2 rad(S) (sharp, two points) and rad(S) <= J_k D(S) "
+          "in a k-dim span (Jung; sharp on the regular simplex)",
+          "Jung (1901) [cited theorem]; arXiv 2608.22253 (v2)",
+          "cited theorem (Jung); sympy: shift, triangle, simplex circumradius for general k; numeric: "
+          "brute-force diameter, independent containment check of the ball, simplex and segment witnesses")
+def _i7(pf: Proof, rng, quick, seed):
     si, sj, a = (sp.Matrix(sp.symbols(f"{n}1:4", real=True)) for n in ("s", "t", "a"))
-    st.zero("(s_i + a) - (s_j + a) = s_i - s_j", ((si + a) - (sj + a) - (si - sj)).norm() ** 2)
-    k = sp.Symbol("k", positive=True)
-    st.zero("simplex circumradius^2 / edge^2 = J_k^2", ((1 - 1 / (k + 1)) ** 2 + k / (k + 1) ** 2) / 2 - k / (2 * (k + 1)))
-    from hilbertgeom import jung_radius, minimum_enclosing_ball, row_diameter
+    pf.zero("(s_i + a) - (s_j + a) = s_i - s_j", ((si + a) - (sj + a) - (si - sj)).norm() ** 2)
+    r1, r2, rho = sp.symbols("r1 r2 rho", real=True)
+    ga, gb = sp.symbols("a b", nonnegative=True)
+    pf.nonneg("2 rho - (r1 + r2) >= 0 for r1 = rho - a, r2 = rho - b <= rho",
+              (2 * rho - r1 - r2).subs({r1: rho - ga, r2: rho - gb}))
+    k = sp.Symbol("k", positive=True, integer=True)
+    norm2 = (1 - 1 / (k + 1)) ** 2 + k * (1 / (k + 1)) ** 2  # ||e_i - 1/(k+1)||^2 in R^(k+1)
+    pf.zero("vertex norm^2 = k/(k+1), any k", norm2 - k / (k + 1))
+    v = [sp.Matrix([sp.KroneckerDelta(i, j) - sp.Rational(1, 5) for j in range(5)]) for i in range(5)]
+    pf.zero("edge^2 = 2 (k = 4, explicit vertices)", (v[0] - v[3]).dot(v[0] - v[3]) - 2)
+    pf.zero("(circumradius / edge)^2 = k/(2(k+1)) = J_k^2, any k", norm2 / 2 - k / (2 * (k + 1)))
+    pf.positive("J_k^2 < 1/2: 1/2 - k/(2(k+1)) = 1/(2(k+1)) > 0", sp.Rational(1, 2) - k / (2 * (k + 1)))
+    for kk in range(0, 12):
+        pf.eq(f"jung_radius({kk}) = sqrt(k/(2(k+1))) (mpmath)", hg.jung_radius(kk),
+              float(mp.sqrt(mp.mpf(kk) / (2 * (kk + 1)))))
+    for kind, S_ in clouds(rng, quick):
+        Sd = np.asarray(S_, dtype=np.float64)
+        D = diameter(Sd)
+        pf.eq(f"row_diameter vs brute force/{kind}", hg.row_diameter(S_), D, scale=1e-300 + D)
+        sh = rng.normal(0, 100, Sd.shape[1]) * (float(np.abs(Sd).max()) or 1.0)
+        pf.eq(f"D(S + 1a^T) = D(S)/{kind}", hg.row_diameter(Sd + sh), D,
+              scale=1e-300 + D + float(np.abs(sh).max() + np.abs(Sd).max()))
+        if kind in ("tiny-scale", "huge-scale", "head-gradient"):
+            continue
+        ball = hg.minimum_enclosing_ball(Sd)
+        reach = float(np.linalg.norm(Sd - ball.center, axis=1).max())  # independent containment
+        # the centre's coordinates round relative to the rows' size, not to D
+        pf.le(f"ball contains the rows/{kind}", reach, ball.radius, scale=1e-300 + D + float(np.abs(Sd).max()))
+        pf.le(f"D <= 2 rad/{kind}", D, 2 * ball.radius, scale=1e-300 + D)
+        kk = rank(Sd - Sd.mean(axis=0), rtol=1e-9) if D > 0 else 0
+        pf.le(f"rad <= J_k D (Jung)/{kind}", ball.lower, hg.jung_radius(kk) * D, scale=1e-300 + D)
+    for kk in range(1, 6 if quick else 11):
+        P = _simplex(kk, float(rng.uniform(0.5, 3.0)))
+        D = diameter(P)
+        circ = float(np.linalg.norm(P[0] - P.mean(axis=0)))
+        ball = hg.minimum_enclosing_ball(P)
+        pf.eq(f"simplex circumradius = J_k D, k={kk}", circ, hg.jung_radius(kk) * D, scale=D)
+        pf.le(f"sharp: J_k D <= radius on the simplex, k={kk}", hg.jung_radius(kk) * D, ball.radius, scale=D, tol=BALL)
+        pf.le(f"sharp: lower >= J_k D (1 - tol), k={kk}", hg.jung_radius(kk) * D, ball.lower, scale=D, tol=BALL)
+    seg = np.array([[0.0, 0.0], [3.0, 4.0]])
+    ball = hg.minimum_enclosing_ball(seg)
+    pf.eq("segment: D = 2 rad", 2 * ball.radius, 5.0, tol=BALL)
 
-    rng = np.random.default_rng(seed)
-    for _ in range(10 if quick else 60):
-        X = rng.standard_normal((int(rng.integers(2, 25)), int(rng.integers(1, 5))))
-        D = row_diameter(X)
-        ball = minimum_enclosing_ball(X)
-        kk = int(np.linalg.matrix_rank(X - X.mean(axis=0)))
-        st.residual(max(D - 2 * ball.radius, 0.0), 1.0 + D)
-        st.residual(max(ball.lower - jung_radius(kk) * D, 0.0), 1.0 + D)
-    return st.result("I7", "D(S + 1a^T) = D(S); D <= 2 rad <= 2 J_k D, sharp on the simplex", "Jung (1901)")
+
+# --------------------------------------------------------------------------- I8
+@register(IDENTITIES, "I8", "||S^T r|| <= D(S) ||r||_1 / 2 for 1^T r = 0, sharp on e_i - e_j; "
+          "cross-entropy: ||S^T (p - e_c)|| <= D(S)(1 - p_c), sharp",
+          "arXiv 2608.22253 (v2), the backward bound",
+          "sympy: transport split of r for general positions, ||p - e_c||_1 decided from p >= 0; "
+          "numeric: brute-force D and ||S^T r||, witnesses attain")
+def _i8(pf: Proof, rng, quick, seed):
+    # S^T r = (1/m) sum_ij r+_i r-_j (s_i - s_j) when sum r+ = sum r- = m (3 + 2 supports, general positions)
+    rp = sp.symbols("a1:4", positive=True)
+    rm = sp.symbols("b1:3", positive=True)
+    xs = sp.symbols("x1:4", real=True)
+    ys = sp.symbols("y1:3", real=True)
+    m = sum(rp)
+    rm2 = [rm[0], m - rm[0]]  # sum r- = m
+    lhs = sum(rp[i] * xs[i] for i in range(3)) - sum(rm2[j] * ys[j] for j in range(2))
+    rhs = sum(rp[i] * rm2[j] * (xs[i] - ys[j]) for i in range(3) for j in range(2)) / m
+    pf.zero("S^T r = (1/m) sum_ij r+_i r-_j (s_i - s_j)", lhs - rhs)
+    pf.zero("sum_ij r+_i r-_j / m = m (the weights' total)", sum(rp[i] * rm2[j] for i in range(3) for j in range(2)) / m - m)
+    for V in (3, 5):
+        p = sp.symbols(f"p1:{V}", nonnegative=True)  # the non-target probabilities; p_c = 1 - sum p
+        pc = 1 - sum(p)
+        l1 = sum(sp.Abs(pi - 0) for pi in p) + sp.Abs(pc - 1)
+        pf.zero(f"||p - e_c||_1 = 2(1 - p_c), V={V} (Abs decided)", l1 - 2 * (1 - pc))
+    for kind, S_ in clouds(rng, quick):
+        Sd = np.asarray(S_, dtype=np.float64)
+        V = Sd.shape[0]
+        if V < 2:
+            continue
+        D, i, j = farthest(Sd)
+        big = float(np.abs(Sd).max())
+        for _ in range(2):
+            r = rng.standard_normal(V) * rng.choice([1.0, 1e-8])
+            r -= r.mean()
+            l1 = float(np.abs(r).sum())
+            pf.eq(f"backward_bound = D ||r||_1 / 2/{kind}", hg.backward_bound(Sd, r), D * l1 / 2, scale=1e-300 + D * l1)
+            pf.le(f"||S^T r|| <= D ||r||_1/2/{kind}", float(np.linalg.norm(Sd.T @ r)), D * l1 / 2,
+                  scale=1e-300 + (D + big) * l1)
+            p = softmax(rng.normal(0, 4, V))
+            c = int(rng.integers(V))
+            e = p.copy()
+            e[c] -= 1.0
+            one_p = float(np.delete(p, c).sum())
+            pf.eq(f"cross_entropy_backward_bound = D (1 - p_c)/{kind}", hg.cross_entropy_backward_bound(Sd, p, c),
+                  D * one_p, scale=1e-300 + D * one_p)
+            pf.le(f"||S^T (p - e_c)|| <= D (1 - p_c)/{kind}", float(np.linalg.norm(Sd.T @ e)), D * one_p,
+                  scale=1e-300 + (D + big) * one_p)
+        w = hg.backward_witness(Sd)
+        pf.ok(f"witness is e_i - e_j/{kind}", sorted(w.tolist()).count(0.0) == V - 2 and w.max() == 1 and w.min() == -1)
+        pf.eq(f"witness attains: ||S^T w|| = D/{kind}", float(np.linalg.norm(Sd.T @ w)), D, scale=1e-300 + D + big)
+        s = float(rng.uniform(0.05, 0.95))
+        p = np.zeros(V)
+        p[i], p[j] = 1 - s, s  # c = j: p - e_c = (1 - s)(e_i - e_j)
+        pf.eq(f"cross-entropy witness attains D (1 - p_c)/{kind}", hg.cross_entropy_backward_bound(Sd, p, j),
+              float(np.linalg.norm(Sd.T @ (p - np.eye(V)[j]))), scale=1e-300 + (D + big))
 
 
-def check_i9(*, seed: int = 0, quick: bool = False) -> ProofResult:
-    st = Steps()
+# --------------------------------------------------------------------------- I9
+def _sigma(x):
+    return 1 / (1 + mp.exp(-x))
+
+
+@register(IDENTITIES, "I9", "||b+ - b|| <= min{D(S)(1-q_c) + D(U) tanh(delta/4), D(S)(1-p_c) + D(U+S) tanh(delta/4)}, "
+          "delta = var(Sh); the U-dependence is real",
+          "arXiv 2608.22253 (v2), the backward change",
+          "sympy: both splits of b+ - b, the V = d = 2 example in closed form; numeric: brute-force change and "
+          "bound, mpmath example (change/bound -> 1/(1 + tanh^2(eta/4)))")
+def _i9(pf: Proof, rng, quick, seed):
     V, d = 3, 2
     U = sp.Matrix(V, d, sp.symbols(f"u1:{V * d + 1}", real=True))
     S = sp.Matrix(V, d, sp.symbols(f"s1:{V * d + 1}", real=True))
@@ -136,20 +228,56 @@ def check_i9(*, seed: int = 0, quick: bool = False) -> ProofResult:
     q = sp.Matrix(sp.symbols(f"q1:{V + 1}", real=True))
     e = sp.Matrix([1, 0, 0])
     change = (U + S).T * (q - e) - U.T * (p - e)
-    st.zero("b+ - b = S^T(q - e_c) + U^T(q - p)", (change - (S.T * (q - e) + U.T * (q - p))).norm() ** 2)
-    st.zero("b+ - b = S^T(p - e_c) + (U+S)^T(q - p)", (change - (S.T * (p - e) + (U + S).T * (q - p))).norm() ** 2)
+    pf.zero("b+ - b = S^T(q - e_c) + U^T(q - p)", (change - (S.T * (q - e) + U.T * (q - p))).norm() ** 2)
+    pf.zero("b+ - b = S^T(p - e_c) + (U+S)^T(q - p)", (change - (S.T * (p - e) + (U + S).T * (q - p))).norm() ** 2)
     M, eta = sp.symbols("M eta", positive=True)
-    q1 = 1 / (1 + sp.exp(-eta))  # softmax(eta/2, -eta/2)
-    q2 = 1 / (1 + sp.exp(eta))
-    st.zero("example: M (q1 - q2) = M tanh(eta/2)", (M * (q1 - q2) - M * sp.tanh(eta / 2)).rewrite(sp.exp))
-    from hilbertgeom import backward_change, backward_change_bound
-
-    rng = np.random.default_rng(seed)
-    for _ in range(10 if quick else 60):
-        Vn, dn = int(rng.integers(2, 10)), int(rng.integers(1, 5))
-        Un, Sn = rng.normal(0, 2, (Vn, dn)), rng.standard_normal((Vn, dn))
-        hv, c = rng.standard_normal(dn), int(rng.integers(Vn))
-        bnd = backward_change_bound(Un, Sn, hv, c)
-        st.residual(max(backward_change(Un, Sn, hv, c) - bnd, 0.0), 1.0 + bnd + np.abs(Un).max())
-    return st.result("I9", "||b+ - b|| <= min{D(S)(1-q_c) + D(U) tanh(d/4), ...}; U-dependence example",
-                     "arXiv 2608.22253 (v2)")
+    q1, q2 = 1 / (1 + sp.exp(-eta)), 1 / (1 + sp.exp(eta))  # softmax(eta/2, -eta/2)
+    Ue = sp.Matrix([[0, M], [0, -M]])
+    Se = sp.Matrix([[eta / 2, 0], [-eta / 2, 0]])
+    ch = (Ue + Se).T * sp.Matrix([q1 - 1, q2]) - Ue.T * sp.Matrix([sp.Rational(-1, 2), sp.Rational(1, 2)])
+    pf.zero("example: first coordinate = -eta q_2", (ch[0] + eta * q2).rewrite(sp.exp))
+    pf.zero("example: second coordinate = M tanh(eta/2)", (ch[1] - M * sp.tanh(eta / 2)).rewrite(sp.exp))
+    for kind, S_ in clouds(rng, quick):
+        Sd = np.asarray(S_, dtype=np.float64)
+        Vn, dn = Sd.shape
+        if Vn < 2 or kind in ("huge-scale",):
+            continue
+        for _ in range(2):
+            Un = rng.normal(0, 2, (Vn, dn)) * rng.choice([1.0, 1e3])
+            h = rng.standard_normal(dn)
+            c = int(rng.integers(Vn))
+            pv, qv = softmax(Un @ h), softmax((Un + Sd) @ h)
+            ec = np.eye(Vn)[c]
+            change = float(np.linalg.norm((Un + Sd).T @ (qv - ec) - Un.T @ (pv - ec)))
+            z = Sd @ h
+            t = math.tanh(float(z.max() - z.min()) / 4)
+            dS = diameter(Sd)
+            bound = min(dS * float(np.delete(qv, c).sum()) + diameter(Un) * t,
+                        dS * float(np.delete(pv, c).sum()) + diameter(Un + Sd) * t)
+            # delta = var(S h) rounds relative to |S| |h|_1 (offset rows cancel), and the bound
+            # moves by D(U)/4 per unit of delta
+            scale = 1e-300 + bound + (diameter(Un) + diameter(Un + Sd)) * float(np.abs(Sd).max() * np.abs(h).sum())
+            pf.eq(f"backward_change vs brute force/{kind}", hg.backward_change(Un, Sd, h, c), change,
+                  scale=scale + float(np.abs(Un).max() + np.abs(Sd).max()))
+            pf.eq(f"backward_change_bound vs the formula/{kind}", hg.backward_change_bound(Un, Sd, h, c), bound, scale=scale)
+            pf.le(f"change <= bound/{kind}", change, bound, scale=scale + float(np.abs(Un).max() + np.abs(Sd).max()))
+    # the example, exact in mpmath: change = sqrt(eta^2 q2^2 + M^2 tanh^2(eta/2)), bound in closed form
+    for Mv in (1.0, 10.0, 1e3, 1e6):
+        for ev in (0.05, 0.5, 1.0, 3.0):
+            Mm, em = mp.mpf(Mv), mp.mpf(ev)
+            q2m = _sigma(-em)
+            change = mp.sqrt(em**2 * q2m**2 + Mm**2 * mp.tanh(em / 2) ** 2)
+            t = mp.tanh(em / 4)
+            bound = min(em * q2m + 2 * Mm * t, em / 2 + mp.sqrt(em**2 + 4 * Mm**2) * t)
+            Un = np.array([[0.0, Mv], [0.0, -Mv]])
+            Sn = np.array([[ev / 2, 0.0], [-ev / 2, 0.0]])
+            lib_change = hg.backward_change(Un, Sn, [1.0, 0.0], 0)
+            lib_bound = hg.backward_change_bound(Un, Sn, [1.0, 0.0], 0)
+            pf.eq(f"example change (mpmath) M={Mv:g} eta={ev:g}", lib_change, float(change), scale=float(bound))
+            pf.eq(f"example bound (mpmath) M={Mv:g} eta={ev:g}", lib_bound, float(bound), scale=float(bound))
+            pf.le(f"example: M tanh(eta/2) <= change M={Mv:g} eta={ev:g}", float(Mm * mp.tanh(em / 2)), lib_change,
+                  scale=float(bound))
+            if Mv >= 1e3:  # sharp as M -> oo: change / bound -> 1/(1 + tanh^2(eta/4)) -> 1 as eta -> 0
+                lim = float(1 / (1 + mp.tanh(em / 4) ** 2))
+                pf.le(f"near-sharp: change/bound >= limit - 2/M, M={Mv:g} eta={ev:g}", lim - 2.0 / Mv * (1 + 1 / ev),
+                      lib_change / lib_bound)

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from hilbertgeom import cli, verify
+from hilbertgeom import cli, proofs
+from hilbertgeom.proofs._core import Identity
 
 
 def test_verify_quick_passes_and_prints_every_identity(capsys):
@@ -18,14 +19,14 @@ def test_verify_quick_passes_and_prints_every_identity(capsys):
     assert code == 0
     for k in range(1, 22):
         assert f"\nI{k} " in out
-    assert "42 passed, 0 failed" in out  # 21 numeric rows + 21 proofs
+    assert "21 passed, 0 failed" in out  # one row per identity: proof and numeric check
 
 
 def test_verify_json_and_only(capsys):
     assert cli.main(["verify", "--quick", "--json", "--only", "I4,I7"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [r["identity"] for r in data["rows"]] == ["I4", "I7", "I4", "I7"]  # numeric rows, then the proofs
-    assert all(r["method"].startswith("proof:") for r in data["rows"][2:])
+    assert [r["identity"] for r in data["rows"]] == ["I4", "I7"]
+    assert all(r["source"] and r["steps"] and not r["failed"] for r in data["rows"])
     assert data["passed"] is True
     assert all(r["trials"] > 0 and r["worst"] <= r["tol"] for r in data["rows"])
 
@@ -36,8 +37,8 @@ def test_verify_unknown_id_is_an_error(capsys):
 
 
 def test_seed_changes_instances_but_not_verdicts():
-    a = verify.run_checks(seed=1, quick=True, only=["I1"])[0]
-    b = verify.run_checks(seed=2, quick=True, only=["I1"])[0]
+    a = proofs.run(seed=1, quick=True, only=["I1"])[0]
+    b = proofs.run(seed=2, quick=True, only=["I1"])[0]
     assert a.passed and b.passed and a.worst != b.worst
 
 
@@ -45,15 +46,14 @@ def test_a_false_identity_fails_and_exits_nonzero(monkeypatch, capsys):
     """The checker must be able to say no: TV <= tanh(H/8) (wrong constant) is false."""
     from hilbertgeom import metric
 
-    def wrong_bound(rng, quick):
-        acc = verify._Acc()
+    def wrong_bound(pf, rng, quick, seed):
+        pf.true("a symbolic step", True)
         for h in (0.5, 1.0, 4.0):
             p, q = metric.tv_extremal_pair(h)
-            acc.le(metric.total_variation(p, q), float(np.tanh(h / 8.0)), f"h={h}")
-        return acc
+            pf.le(f"h={h}", metric.total_variation(p, q), float(np.tanh(h / 8.0)))
 
-    fake = verify._Check("I4x", "TV <= tanh(H/8) (deliberately false)", "numeric", wrong_bound, 1e-14)
-    monkeypatch.setattr(verify, "CHECKS", [*verify.CHECKS, fake])
+    fake = Identity("I4x", "TV <= tanh(H/8) (deliberately false)", "test", "numeric", wrong_bound)
+    monkeypatch.setitem(proofs.IDENTITIES, "I4x", fake)
     code = cli.main(["verify", "--quick", "--only", "I4x"])
     out = capsys.readouterr().out
     assert code == 1
@@ -61,11 +61,11 @@ def test_a_false_identity_fails_and_exits_nonzero(monkeypatch, capsys):
 
 
 def test_a_crashing_check_is_reported_as_failure(monkeypatch):
-    def boom(rng, quick):
+    def boom(pf, rng, quick, seed):
         raise RuntimeError("solver exploded")
 
-    monkeypatch.setattr(verify, "CHECKS", [verify._Check("I0", "crash", "numeric", boom, 1e-14)])
-    rows = verify.run_checks()
+    monkeypatch.setitem(proofs.IDENTITIES, "I0", Identity("I0", "crash", "test", "numeric", boom))
+    rows = proofs.run(only=["I0"])
     assert not rows[0].passed and "solver exploded" in rows[0].detail
 
 
@@ -76,4 +76,4 @@ def test_console_script_runs_the_full_verify_under_a_minute(tmp_path):
     res = subprocess.run([sys.executable, "-m", "hilbertgeom.cli", "verify"], capture_output=True, text=True,
                          timeout=60, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "42 passed, 0 failed" in res.stdout
+    assert "21 passed, 0 failed" in res.stdout
