@@ -34,7 +34,7 @@ log = logging.getLogger("mkdocs.hooks.mathml")
 MATHML_NS = "http://www.w3.org/1998/Math/MathML"
 ET.register_namespace("", MATHML_NS)
 
-_ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.S)
+_ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.DOTALL)
 
 # Delimiters that latex2mathml leaves as TeX after \bigl, \Bigr, \left, ...
 _DELIMITERS = {

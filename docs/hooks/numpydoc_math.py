@@ -84,7 +84,7 @@ def rewrite(text: str) -> str:
 class NumpydocMath(griffe.Extension):
     """Rewrite ``.. math::`` in every docstring before it is parsed."""
 
-    def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:  # noqa: D102
+    def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
         doc = obj.docstring
         if doc is not None and ".. math::" in doc.value:
             doc.value = rewrite(doc.value)

@@ -34,13 +34,14 @@ from pathlib import Path
 # Elements whose text is not prose: code, scripts, and typeset MathML.
 _SKIP = {"code", "pre", "script", "style", "math", "kbd", "samp", "textarea"}
 _TEX = re.compile(r"\\[()\[\]]|\$|\\[A-Za-z]+")
-_EXTERNAL = re.compile(r"^\s*(https?:)?//", re.I)
+_EXTERNAL = re.compile(r"^\s*(https?:)?//", re.IGNORECASE)
 # Elements that embed a resource (as opposed to <a href>, a link for the reader).
 _EMBED = {"script": "src", "img": "src", "iframe": "src", "embed": "src", "source": "src",
           "audio": "src", "video": "src", "track": "src", "object": "data", "link": "href"}
 _LINK_RELS_OK = {"canonical", "alternate", "author", "license", "help", "next", "prev"}
-_CSS_URL = re.compile(r"""url\(\s*(['"]?)(.*?)\1\s*\)|@import\s+(['"])(.*?)\3""", re.I | re.S)
-_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_CSS_URL = re.compile(r"""url\(\s*(['"]?)(.*?)\1\s*\)|@import\s+(['"])(.*?)\3""",
+                      re.IGNORECASE | re.DOTALL)
+_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 
 
 def _snippet(text: str, start: int, width: int = 40) -> str:
@@ -145,8 +146,7 @@ def split_row(line: str) -> list[str]:
     ``|`` inside ``$...$`` does split (that is the defect this looks for).
     """
     line = line.strip()
-    if line.startswith("|"):
-        line = line[1:]
+    line = line.removeprefix("|")
     if line.endswith("|") and not line.endswith("\\|"):
         line = line[:-1]
     cells, cell, i, tick = [], [], 0, 0
