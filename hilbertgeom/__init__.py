@@ -8,6 +8,7 @@ the row-diameter head norm and its backward bounds, with exact kernels and a
 
 from . import ball, equalize, head, metric, rows, tension, tolerances, updates
 from . import gradients  # head-gradient generators: hilbertgeom.gradients.*
+from . import testing  # assertions for optimizer authors: hilbertgeom.testing.* (no Hypothesis import)
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
 from .equalize import (
     EqualizedResult,
