@@ -296,11 +296,13 @@ def _i13(pf: Proof, rng, quick, seed):
         D = diameter(P)
         pf.le(f"optimal potential: max ||phi_i|| <= (V-1)/V D(Phi)/{kind}", float(row_norms(P).max()),
               float(_phi_bound(Vn)) * D, tol=_kern(G))
-        Q = rng.standard_normal(G.shape)
-        Q[rng.integers(0, Vn, Vn // 2)] = Q[0]
-        Q -= Q.mean(axis=0)
+        Z = rng.integers(-50, 50, G.shape).astype(float)
+        Z[rng.integers(0, Vn, Vn // 2)] = Z[0]
+        Q = Vn * Z - Z.sum(axis=0)  # centred exactly (integers), duplicates included
         DQ = diameter(Q)
-        pf.le(f"random centred potential/{kind}", float(row_norms(Q).max()) / DQ, float(_phi_bound(Vn)), tol=_kern(G))
+        if DQ > 0:
+            pf.le(f"random centred potential/{kind}", float(row_norms(Q).max()) / DQ, float(_phi_bound(Vn)),
+                  tol=_kern(G))
     for Vn in (3, 6) if quick else (2, 3, 5, 9):
         for d in (2,) if quick else (1, 3):
             h = rng.standard_normal(d)

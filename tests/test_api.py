@@ -11,7 +11,7 @@ import pytest
 import hilbertgeom as hg
 
 MODULES = ["hilbertgeom.metric", "hilbertgeom.rows", "hilbertgeom.ball", "hilbertgeom.head",
-           "hilbertgeom.tolerances", "hilbertgeom.exceptions", "hilbertgeom.verify",
+           "hilbertgeom.tolerances", "hilbertgeom.exceptions",
            "hilbertgeom.tension", "hilbertgeom.updates", "hilbertgeom.equalize"]
 
 
