@@ -41,7 +41,11 @@ def to_numpy(x, name: str) -> np.ndarray:
     Device arrays raise ``TypeError``: the core never moves data off a device.
     """
     if isinstance(x, np.ndarray):
-        return x
+        if isinstance(x, np.ma.MaskedArray):
+            raise TypeError(f"{name} is a masked array; pass {name}.filled(value) or drop the masked rows")
+        # subclasses (np.matrix, memmap) are read as plain arrays: np.matrix would
+        # otherwise turn * into a matrix product and keep rows 2-D
+        return x if type(x) is np.ndarray else np.asarray(x)
     if _is_device_array(x):
         raise TypeError(
             f"{name} lives on an accelerator ({type(x).__module__}.{type(x).__name__}); "

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _fp
 from . import _validate as _v
 from ._fp import scale_to_unit
-from .exceptions import SolverError
+from .exceptions import STATUS_DEGENERATE, STATUS_ITERATION_LIMIT, STATUS_OPTIMAL, SolverError
+
+STATUS_OPTIMAL_DUAL_QP = "optimal (dual QP after a degenerate walk)"
 
 __all__ = ["EnclosingBall", "covering_radius", "jung_radius", "minimum_enclosing_ball"]
 
@@ -87,7 +90,8 @@ def jung_radius(k, /):
     0.577350269189626
     """
     kk = _v.integer(k, "k", minimum=0)
-    return math.sqrt(kk / (2.0 * (kk + 1)))
+    # int / int is correctly rounded for integers of any size (no float(k) overflow)
+    return math.sqrt((kk / (kk + 1)) / 2.0)
 
 
 def _circumcenter(Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -144,21 +148,27 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
     if max_iter is None:
         max_iter = 10 * (V + d) + 100
     max_iter = _v.integer(max_iter, "max_iter", minimum=1)
+    # Rows whose column sums could overflow, or so small that squared distances
+    # underflow, are brought to unit size first (a power of two: exact).
+    top = _fp.max_abs(X)
+    s = 0 if top == 0.0 or 2.0**-_fp.SAFE <= top < 2.0**1018 / V else -math.frexp(top)[1]
+    X = _fp.ldexp(X, s)
     mean = X.mean(axis=0)
     Y = X - mean
-    amax = float(np.abs(Y).max())
+    amax = _fp.max_abs(Y)
     if amax == 0.0:
-        return _certify(Y, mean, np.array([0]), np.ones(1), 0, "optimal")
-    Z, _ = scale_to_unit(Y, amax)  # exact: a power of two
+        return _certify(Y, 0, mean, s, np.array([0]), np.ones(1), 0, STATUS_OPTIMAL)
+    Z, k1 = scale_to_unit(Y, amax)  # exact: a power of two
+    del Y
     c = Z[0].copy()
     T = [int(np.argmax(((Z - c) ** 2).sum(axis=1)))]
     it = 0
-    status = "iteration limit"
+    status = STATUS_ITERATION_LIMIT
     seen: set[tuple[int, ...]] = set()
     while it < max_iter:
         it += 1
         if len(T) > d + 1:  # rounding broke affine independence: cospherical degeneracy
-            status = "degenerate"
+            status = STATUS_DEGENERATE
             break
         Q = Z[T]
         caff, lam = _circumcenter(Q)
@@ -166,12 +176,12 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
         r2 = float(((Q[0] - c) ** 2).sum())
         if float(v @ v) <= (1e-13) ** 2 * max(r2, 1e-300):
             if lam.min() >= -1e-12:
-                status = "optimal"
+                status = STATUS_OPTIMAL
                 c = caff
                 break
             key = tuple(sorted(T))
             if key in seen:  # the walk cycles (degenerate, cospherical points)
-                status = "degenerate"
+                status = STATUS_DEGENERATE
                 break
             seen.add(key)
             del T[int(np.argmin(lam))]
@@ -192,17 +202,17 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
             T.append(k)
         else:
             c = caff
-    if status == "degenerate":
+    if status == STATUS_DEGENERATE:
         T, lam, extra = _dual_column_generation(Z, T)
-        return _certify(Y, mean, np.asarray(T), lam, it + extra, "optimal (dual QP after a degenerate walk)")
-    if status != "optimal":
+        return _certify(Z, k1, mean, s, np.asarray(T), lam, it + extra, STATUS_OPTIMAL_DUAL_QP)
+    if status != STATUS_OPTIMAL:
         raise SolverError(
             f"minimum_enclosing_ball: the active-set walk did not terminate in {max_iter} "
-            "iterations (status 'iteration limit'); raise max_iter",
-            status="iteration limit",
+            f"iterations (status {STATUS_ITERATION_LIMIT!r}); raise max_iter",
+            status=STATUS_ITERATION_LIMIT,
         )
     _, lam = _circumcenter(Z[T])
-    return _certify(Y, mean, np.asarray(T), lam, it, status)
+    return _certify(Z, k1, mean, s, np.asarray(T), lam, it, status)
 
 
 def _dual_column_generation(Z: np.ndarray, T0: list[int], rounds: int = 50):
@@ -256,20 +266,27 @@ def _dual_column_generation(Z: np.ndarray, T0: list[int], rounds: int = 50):
     return T, w, r
 
 
-def _certify(Y: np.ndarray, mean: np.ndarray, T: np.ndarray, lam: np.ndarray, it: int,
-             status: str) -> EnclosingBall:
-    """Certificate in the mean-centred coordinates ``Y = S - mean`` (no
-    cancellation against a large common offset); the centre is mapped back."""
+def _certify(Z: np.ndarray, k1: int, mean: np.ndarray, s: int, T: np.ndarray, lam: np.ndarray,
+             it: int, status: str) -> EnclosingBall:
+    """Certificate in the scaled, mean-centred coordinates ``Z`` where the rows are
+    ``(Z 2^-k1 + mean) 2^-s`` (no cancellation against a large common offset, no
+    underflow of squared distances); radius and centre are mapped back."""
     w = np.clip(lam, 0.0, None)
     w = w / w.sum()
     order = np.argsort(T)
     T, w = T[order], w[order]
-    P = Y[T]
-    cy = w @ P
-    radius = float(np.sqrt(((Y - cy) ** 2).sum(axis=1).max()))
-    lower = float(np.sqrt(w @ ((P - cy) ** 2).sum(axis=1)))
-    lower = min(lower, radius)
-    return EnclosingBall(radius=radius, center=cy + mean, support=T, weights=w, lower=lower,
+    P = Z[T]
+    cz = w @ P
+    rz = float(np.sqrt(((Z - cz) ** 2).sum(axis=1).max()))
+    lz = min(float(np.sqrt(w @ ((P - cz) ** 2).sum(axis=1))), rz)
+    what, names = "the covering radius of S", "S"
+    radius = _fp.product(rz, shift=-(k1 + s), what=what, names=names)
+    lower = _fp.product(lz, shift=-(k1 + s), what=what, names=names)
+    with np.errstate(over="ignore"):
+        center = _fp.ldexp(_fp.ldexp(cz, -k1) + mean, -s)
+    if not np.isfinite(center).all():
+        raise ValueError("the centre of the enclosing ball of S exceeds the float64 range; rescale S")
+    return EnclosingBall(radius=radius, center=center, support=T, weights=w, lower=lower,
                          gap=radius - lower, status=status, iterations=it)
 
 

@@ -9,11 +9,13 @@ moves the distribution by at most ``R D(S)`` in Hilbert's metric over the ball
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from . import _fp
 from . import _validate as _v
-from .rows import row_diameter
+from .rows import _extreme_scaled
 from .tolerances import tolerance
 
 __all__ = [
@@ -27,6 +29,14 @@ __all__ = [
 ]
 
 _DUAL = {2.0: 2.0, math.inf: 1.0, 1.0: math.inf}
+
+
+def _diameter(X: np.ndarray, norm: float = 2.0) -> tuple[float, int]:
+    """``(m, t)`` with ``D(X) = m 2^t`` (no overflow in ``m``); ``(0, 0)`` for one row."""
+    if X.shape[0] < 2:
+        return 0.0, 0
+    p, t = _extreme_scaled(X, norm, "max", None, up=True)
+    return p.distance, t
 
 
 def head_norm(S, /, *, hidden_norm=2, radius=1.0):
@@ -67,7 +77,8 @@ def head_norm(S, /, *, hidden_norm=2, radius=1.0):
     """
     hn = _v.norm_choice(hidden_norm, "hidden_norm")
     R = _v.scalar(radius, "radius", minimum=0.0)
-    return R * row_diameter(S, norm=_DUAL[hn])
+    m, t = _diameter(_v.matrix(S, "S", keep_float32=True), _DUAL[hn])
+    return _fp.product(R, m, shift=t, what="radius * D(S)", names="S or radius")
 
 
 def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
@@ -102,11 +113,14 @@ def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
     if X.shape[0] < 2:
         h[0] = R
         return h
-    dist, i, j = row_diameter(X, norm=_DUAL[hn], return_pair=True)
+    (dist, i, j), _ = _extreme_scaled(X, _DUAL[hn], "max", None)
     if dist == 0.0:
         h[0] = R
         return h
-    diff = X[i] - X[j]
+    with np.errstate(over="ignore"):
+        diff = X[i] - X[j]
+    if not np.isfinite(diff).all():  # rows near +-1.8e308: the same direction from halves (exact)
+        diff = 0.5 * X[i] - 0.5 * X[j]
     diff = diff / np.abs(diff).max()  # scaled first: the norm of 1e-200 entries underflows
     if hn == 2.0:
         return R * diff / np.linalg.norm(diff)
@@ -117,14 +131,22 @@ def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
     return h
 
 
-def _zero_sum(r: np.ndarray, name: str) -> None:
-    s = abs(float(r.sum()))
-    # relative rounding of a V-term sum, plus its absolute floor among subnormals
-    tol = tolerance("kernel", d=r.shape[0]).bound(float(np.abs(r).sum())) + r.shape[0] * 2.0**-1074
+def _unit_vector(r: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(r 2^k, k)`` with the largest entry in ``[1/2, 1)`` (``k = 0`` for ``r = 0``)."""
+    top = _fp.max_abs(r)
+    k = -math.frexp(top)[1] if top > 0 else 0
+    return _fp.ldexp(r, k), k
+
+
+def _zero_sum(rs: np.ndarray, k: int, name: str) -> None:
+    """Check ``1^T r = 0`` to rounding, given ``rs = r 2^k`` (no overflow in the sums)."""
+    s = abs(float(rs.sum()))
+    # relative rounding of a V-term sum, plus its absolute floor among subnormals (in units of r)
+    tol = tolerance("kernel", d=rs.shape[0]).bound(float(np.abs(rs).sum())) + _fp.ldexp_inf(rs.shape[0], k - 1074)
     if s > tol:
         raise ValueError(
-            f"{name} must sum to zero (a logit gradient); |1^T {name}| = {s:.3e} exceeds "
-            f"the rounding allowance {tol:.3e}"
+            f"{name} must sum to zero (a logit gradient); |1^T {name}| = {_fp.ldexp_inf(s, -k):.3e} "
+            f"exceeds the rounding allowance {_fp.ldexp_inf(tol, -k):.3e}"
         )
 
 
@@ -155,9 +177,10 @@ def backward_bound(S, r, /):
     2.5
     """
     X = _v.matrix(S, "S")
-    rv = _v.vector(r, "r", length=X.shape[0])
-    _zero_sum(rv, "r")
-    return 0.5 * row_diameter(X) * float(np.abs(rv).sum())
+    rs, k = _unit_vector(_v.vector(r, "r", length=X.shape[0]))
+    _zero_sum(rs, k, "r")
+    m, t = _diameter(X)
+    return _fp.product(0.5, m, float(np.abs(rs).sum()), shift=t - k, what="D(S) ||r||_1 / 2", names="S or r")
 
 
 def backward_witness(S, /):
@@ -179,7 +202,7 @@ def backward_witness(S, /):
     array([ 1., -1.,  0.])
     """
     X = _v.matrix(S, "S", min_rows=2)
-    _, i, j = row_diameter(X, return_pair=True)
+    (_, i, j), _ = _extreme_scaled(X, 2.0, "max", None)
     r = np.zeros(X.shape[0])
     r[i], r[j] = 1.0, -1.0
     return r
@@ -219,25 +242,55 @@ def cross_entropy_backward_bound(S, p, c, /):
     1.25
     """
     X = _v.matrix(S, "S")
-    pv = _v.nonnegative(_v.vector(p, "p", length=X.shape[0]), "p")
+    pv, _ = _unit_vector(_v.nonnegative(_v.vector(p, "p", length=X.shape[0]), "p"))  # p is a ray
     tot = float(pv.sum())
     if tot <= 0.0:
         raise ValueError("p must have a positive entry")
     k = _class_index(c, X.shape[0])
     rest = float(np.delete(pv, k).sum()) / tot
-    return row_diameter(X) * rest
+    m, t = _diameter(X)
+    return _fp.product(m, rest, shift=t, what="D(S) (1 - p_c)", names="S")
 
 
-def _backward_parts(U, S, h, c):
+class _Parts(NamedTuple):
+    """Validated inputs of the I9 functions, scaled: ``U = Us 2^-k``, ``S = Ss 2^-k``,
+    ``h = hs 2^-j``, ``z = zs 2^-(k+j)``; ``p, q`` are the two softmax distributions."""
+
+    Us: np.ndarray
+    Ss: np.ndarray
+    k: int
+    j: int
+    zs: np.ndarray
+    dzs: np.ndarray  # S h, scaled as zs
+    c: int
+    p: np.ndarray
+    q: np.ndarray
+
+
+def _softmax_scaled(zs: np.ndarray, shift: int) -> np.ndarray:
+    """``softmax(zs 2^shift)`` (``zs`` finite); logits that overflow when scaled
+    back are ``-inf`` below the largest and get probability 0."""
+    with np.errstate(over="ignore"):
+        w = _fp.ldexp(zs - zs.max(), shift)
+    e = np.exp(w)
+    return e / e.sum()
+
+
+def _backward_parts(U, S, h, c) -> _Parts:
     Um = _v.matrix(U, "U")
     Sm = _v.matrix(S, "S")
     if Sm.shape != Um.shape:
         raise ValueError(f"S must have the shape of U {Um.shape}; got {Sm.shape}")
     hv = _v.vector(h, "h", length=Um.shape[1])
-    k = _class_index(c, Um.shape[0])
-    z = Um @ hv
-    z2 = (Um + Sm) @ hv
-    return Um, Sm, hv, k, _softmax(z), _softmax(z2)
+    c = _class_index(c, Um.shape[0])
+    # b_+ - b is linear in (U, S) at fixed logits: one power of two for both, one for h
+    k = _fp.unit_shift(max(_fp.max_abs(Um), _fp.max_abs(Sm)))
+    j = _fp.unit_shift(_fp.max_abs(hv))
+    Us, Ss, hs = _fp.ldexp(Um, k), _fp.ldexp(Sm, k), _fp.ldexp(hv, j)
+    zs = Us @ hs
+    dzs = Ss @ hs
+    z2s = zs + dzs  # (U + S) h without forming U + S
+    return _Parts(Us, Ss, k, j, zs, dzs, c, _softmax_scaled(zs, -(k + j)), _softmax_scaled(z2s, -(k + j)))
 
 
 def backward_change(U, S, h, c, /):
@@ -256,12 +309,13 @@ def backward_change(U, S, h, c, /):
     -------
     float
     """
-    Um, Sm, _, k, p, q = _backward_parts(U, S, h, c)
-    ep = p.copy()
-    ep[k] -= 1.0
-    eq = q.copy()
-    eq[k] -= 1.0
-    return float(np.linalg.norm((Um + Sm).T @ eq - Um.T @ ep))
+    P = _backward_parts(U, S, h, c)
+    eq = P.q.copy()
+    eq[P.c] -= 1.0
+    # b_+ - b = S^T (q - e_c) + U^T (q - p): no cancellation of b_+ against b
+    w = P.Ss.T @ eq + P.Us.T @ (P.q - P.p)
+    ws, kw = _unit_vector(w)
+    return _fp.product(float(np.sqrt(ws @ ws)), shift=-(P.k + kw), what="||b_+ - b||", names="U and S")
 
 
 def backward_change_bound(U, S, h, c, /):
@@ -293,9 +347,11 @@ def backward_change_bound(U, S, h, c, /):
     >>> backward_change(U, S, [1.0, 0.0], 0) <= backward_change_bound(U, S, [1.0, 0.0], 0)
     True
     """
-    Um, Sm, hv, k, p, q = _backward_parts(U, S, h, c)
-    t = math.tanh(float(np.ptp(Sm @ hv)) / 4.0)
-    dS = row_diameter(Sm)
-    one_p = float(np.delete(p, k).sum())
-    one_q = float(np.delete(q, k).sum())
-    return min(dS * one_q + row_diameter(Um) * t, dS * one_p + row_diameter(Um + Sm) * t)
+    P = _backward_parts(U, S, h, c)
+    t = math.tanh(_fp.ldexp_inf(float(np.ptp(P.dzs)), -(P.k + P.j)) / 4.0)  # delta = var(S h)
+    # diameters of the scaled matrices (entries below 2^401 in magnitude: finite)
+    dS, dU, dUS = (_fp.product(m, shift=t) for m, t in map(_diameter, (P.Ss, P.Us, P.Us + P.Ss)))
+    one_p = float(np.delete(P.p, P.c).sum())
+    one_q = float(np.delete(P.q, P.c).sum())
+    bound = min(dS * one_q + dU * t, dS * one_p + dUS * t)
+    return _fp.product(bound, shift=-P.k, what="the bound of I9", names="U and S")

@@ -33,35 +33,88 @@ def _out(a):
     return float(a) if a.ndim == 0 else a
 
 
+def _scale2(x, e, xp):
+    """``x * 2**e`` for integer-valued float ``e`` in ``[-2100, 2100]`` (broadcast),
+    in two steps so that neither power of two overflows; exact whenever the
+    result (and the half-way product) is a normal number."""
+    h = xp.floor(e / 2.0)
+    two = xp.asarray(2.0, dtype=x.dtype)
+    return (x * xp.pow(two, h)) * xp.pow(two, e - h)
+
+
+def _exponent(m, xp):
+    """The exponent ``e`` with ``2^e <= m < 2^(e+1)`` of each positive entry of ``m``
+    (0 where ``m`` is 0), exactly: ``floor(log2 m)`` corrected by one step."""
+    pos = m > 0
+    ms = xp.where(pos, m, xp.ones_like(m))
+    e = xp.floor(xp.log2(ms))
+    t = _scale2(ms, -e, xp)
+    e = xp.where(t >= 2.0, e + 1.0, xp.where(t < 1.0, e - 1.0, e))
+    return xp.where(pos, e, xp.zeros_like(e))
+
+
+def _unit_slices(a, pos, ax: int, xp):
+    """Each slice along ``ax`` times the power of two that brings its largest
+    entry to ``[1, 2)`` -- exactly: a slice is scaled down no further than keeps
+    its smallest positive entry normal (slices spanning more than ``2^1022``
+    keep a larger top).  ``H`` is projective, so this changes no distance, and
+    ``H(2^j p, 2^k q)`` is then ``H(p, q)`` bit for bit."""
+    top = xp.max(a, axis=ax, keepdims=True)
+    low = xp.min(xp.where(pos, a, xp.full_like(a, math.inf)), axis=ax, keepdims=True)
+    low = xp.where(xp.isfinite(low), low, xp.ones_like(low))
+    e = xp.minimum(_exponent(top, xp), _exponent(low, xp) + 1022.0)
+    return _scale2(a, -e, xp)
+
+
 def _hilbert(a, b, ax: int, xp):
     """``H(a, b)`` along ``ax`` for validated, broadcast float64 arrays of namespace ``xp``
     (also used by :mod:`hilbertgeom.gpu`): ``inf`` where the supports differ.
 
-    ``log(p/q)`` is accurate to a couple of ulps absolutely, whereas
-    ``log p - log q`` loses ``u |log p|``; the ratio is used unless it
-    overflows.  The larger entry goes on top and the sign is applied after the
-    logarithm, so swapping ``p`` and ``q`` negates every entry exactly and
-    ``H(p, q) == H(q, p)`` bit for bit.
+    Each slice is first scaled by a power of two (:func:`_unit_slices`), so no
+    magnitude of the input decides the answer.  Entry by entry the larger of
+    ``p_i, q_i`` goes on top, ``rho_i = max/min >= 1`` (a ratio of two floats,
+    rounded once).  ``H`` is the log of the ratio of the extreme ratios: with
+    ``A, a`` the largest and smallest ``rho`` where ``p_i >= q_i`` and ``B, b``
+    where ``p_i < q_i``, ``H = log(A B)`` when both kinds occur, else
+    ``log(A / a)`` or ``log(B / b)``.  That is accurate to about ``3u`` absolutely
+    plus ``u H`` (the difference ``log rho_top - log rho_bot`` would lose
+    ``u |log rho|``).  Where that product overflows (``H`` above 709) or a ratio
+    does, the differences of ``log(max) - log(min)`` are used, accurate to
+    ``u H``.  Swapping ``p`` and ``q`` exchanges the two kinds and gives the
+    same float operations, so ``H(p, q) == H(q, p)`` bit for bit.
     """
     pa, qa = a > 0, b > 0
     both = xp.logical_and(pa, qa)
     same = xp.all(pa == qa, axis=ax)
+    a = _unit_slices(a, pa, ax, xp)
+    b = _unit_slices(b, qa, ax, xp)
     one = xp.ones_like(a)
     ps = xp.where(both, a, one)
     qs = xp.where(both, b, one)
     flip = ps < qs
     hi = xp.where(flip, qs, ps)
     lo = xp.where(flip, ps, qs)
-    with np.errstate(over="ignore", under="ignore"):  # NumPy only; the ratio may overflow
+    inf = xp.full_like(a, math.inf)
+    # NumPy only (other namespaces do not warn): ratios may overflow, inf / inf is caught below
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         ratio = hi / lo  # >= 1
-    ok = xp.isfinite(ratio)
-    mag = xp.where(ok, xp.log(xp.where(ok, ratio, one)), xp.log(hi) - xp.log(lo))
-    lr = xp.where(flip, -mag, mag)
-    inf = xp.full_like(lr, math.inf)
-    # same support means every slice has a shared positive entry: top and bot are finite there
-    top = xp.max(xp.where(both, lr, -inf), axis=ax)
-    bot = xp.min(xp.where(both, lr, inf), axis=ax)
-    d = top - bot
+        ok = xp.isfinite(ratio)
+        mag = xp.where(ok, xp.log(xp.where(ok, ratio, one)), xp.log(hi) - xp.log(lo))
+        lr = xp.where(flip, -mag, mag)
+        # same support means every slice has a shared positive entry: top and bot are finite there
+        top = xp.max(xp.where(both, lr, -inf), axis=ax)
+        bot = xp.min(xp.where(both, lr, inf), axis=ax)
+        d = top - bot
+        up = xp.logical_and(both, xp.logical_not(flip))
+        dn = xp.logical_and(both, flip)
+        A = xp.max(xp.where(up, ratio, one), axis=ax)
+        a_ = xp.min(xp.where(up, ratio, inf), axis=ax)
+        B = xp.max(xp.where(dn, ratio, one), axis=ax)
+        b_ = xp.min(xp.where(dn, ratio, inf), axis=ax)
+        hu, hd = xp.any(up, axis=ax), xp.any(dn, axis=ax)
+        prod = xp.where(xp.logical_and(hu, hd), A * B, xp.where(hu, A / a_, B / b_))
+        good = xp.logical_and(xp.isfinite(prod), prod >= 1.0)
+        d = xp.where(good, xp.log(xp.where(good, prod, xp.ones_like(prod))), d)
     return xp.where(same, d, xp.full_like(d, math.inf))
 
 
@@ -158,7 +211,17 @@ def variation_norm(x, /, *, axis=-1):
     ax = _v.axis_index(axis, a.ndim)
     if a.shape[ax] == 0:
         raise ValueError("x must have at least one coordinate along axis")
-    return _out(np.max(a, axis=ax) - np.min(a, axis=ax))
+    with np.errstate(over="ignore"):
+        v = np.max(a, axis=ax) - np.min(a, axis=ax)
+    return _out(_finite(v, "x", "var(x) = max x - min x"))
+
+
+def _finite(v, name: str, what: str):
+    """``v`` if every entry is finite, else the ValueError for an answer beyond float64."""
+    if not np.isfinite(v).all():
+        raise ValueError(f"{what} exceeds the float64 range (> {np.finfo(np.float64).max:.4g}) "
+                         f"for this {name}: rescale {name}")
+    return v
 
 
 def softmax_hilbert_distance(z, z2, /, *, axis=-1):
@@ -167,7 +230,7 @@ def softmax_hilbert_distance(z, z2, /, *, axis=-1):
     .. math:: H(\operatorname{softmax} z, \operatorname{softmax} z') = \operatorname{var}(z - z')
 
     No exponential is taken, so logits of any finite size are handled exactly
-    (identity I2).
+    (identity I2); where ``z - z2`` overflows, both are halved first (exact).
 
     Parameters
     ----------
@@ -187,14 +250,30 @@ def softmax_hilbert_distance(z, z2, /, *, axis=-1):
         a, b = np.broadcast_arrays(a, b)
     except ValueError:
         raise ValueError(f"z and z2 must broadcast; got shapes {np.shape(a)} and {np.shape(b)}") from None
-    return variation_norm(a - b, axis=axis)
+    if a.ndim == 0:
+        raise ValueError("z and z2 must have at least one dimension (the coordinates)")
+    ax = _v.axis_index(axis, a.ndim)
+    if a.shape[ax] == 0:
+        raise ValueError("z and z2 must have at least one coordinate along axis")
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = a - b
+        v = np.max(d, axis=ax) - np.min(d, axis=ax)
+        bad = ~np.isfinite(v)
+        if bad.any():  # z - z2 or its range overflowed: the same in halves (exact), doubled
+            h = 0.5 * a - 0.5 * b
+            v = np.where(bad, 2.0 * (np.max(h, axis=ax) - np.min(h, axis=ax)), v)
+    return _out(_finite(v, "z and z2", "var(z - z2)"))
 
 
 def _normalized(a: np.ndarray, name: str, ax: int) -> np.ndarray:
-    s = a.sum(axis=ax, keepdims=True)
-    if not (s > 0).all():
+    top = a.max(axis=ax, keepdims=True)
+    if not (top > 0).all():
         raise ValueError(f"{name} has an all-zero slice along axis {ax}: not a distribution")
-    return a / s
+    # largest entry to [1/2, 1) first (a power of two: the sum cannot overflow, and
+    # the answer is the same for 2^k p, bit for bit); entries that become
+    # subnormal are below 2^-1022 of the largest, far below the rounding of the sum
+    a = np.ldexp(a, -np.frexp(top)[1])
+    return a / a.sum(axis=ax, keepdims=True)
 
 
 def total_variation(p, q, /, *, axis=-1):

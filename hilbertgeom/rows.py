@@ -14,6 +14,7 @@ import math
 import array_api_compat
 import numpy as np
 
+from . import _fp
 from . import _validate as _v
 from ._pairs import Pair, brute_pair, extreme_pair_l2, linf_diameter
 
@@ -49,7 +50,25 @@ def center_rows(S, /):
            [ 1.,  2.]])
     """
     X = _v.matrix(S, "S")
-    return X - X.mean(axis=0)
+    V = X.shape[0]
+    top = np.maximum(X.max(axis=0), -X.min(axis=0))  # largest |entry| per column, no copy of X
+    e = np.frexp(top)[1]  # top in [2^(e-1), 2^e)
+    # Safe columns: V entries below 2^(1022 - bits(V)) sum without overflow, and
+    # above 2^-960 the mean is a normal number; the answer is then exact under
+    # power-of-two scaling.  Other columns are brought to [1/2, 1) first (a power
+    # of two per column: exact) and scaled back, rounding once.
+    safe = (top == 0) | ((e >= -960) & (e <= 1022 - V.bit_length()))
+    if safe.all():
+        return X - X.mean(axis=0)
+    k = np.where(safe, 0, -e)
+    Y = np.ldexp(X, k)
+    Y -= Y.mean(axis=0)
+    with np.errstate(over="ignore"):
+        out = np.ldexp(Y, -k)
+    if not np.isfinite(out).all():
+        col = int(np.flatnonzero(~np.isfinite(out).all(axis=0))[0])
+        raise ValueError(f"the centred rows P S exceed the float64 range (column {col} of S); rescale S")
+    return out
 
 
 def _first_occurrences(X: np.ndarray) -> np.ndarray:
@@ -83,6 +102,43 @@ def _extreme(X: np.ndarray, norm, mode: str, tile) -> Pair:
     d = X.shape[1]
     B = _tile(tile, 1) if tile is not None else max(8, int(math.sqrt(_BRUTE_ELEMENTS / d)))
     return brute_pair(X, np, "chebyshev" if nrm == math.inf else "cityblock", mode, B, d)
+
+
+def _extreme_scaled(X: np.ndarray, norm, mode: str, tile, *, up: bool = False) -> tuple[Pair, int]:
+    """``(pair, t)``: the extreme pair of ``X`` with its distance given as
+    ``pair.distance * 2^t`` (``t = 0`` unless ``X`` is near the top of the range).
+
+    Near the top (largest entry ``>= 2^1018 / max(V, 2d)``) the kernels' column
+    sums or the distances themselves could overflow; there the rows are scaled
+    by ``2^-t`` first (exact, except that entries below ``2^(t-1022)`` lose low
+    bits -- in an input that also holds entries near ``1e308``).  With ``up``,
+    rows whose largest entry is below ``2^-400`` are scaled up to unit size
+    (exact), so that the distance keeps all its digits for a product that
+    follows (a subnormal distance has fewer).
+    """
+    t = 0
+    if X.dtype == np.float64:
+        V, d = X.shape
+        n = max(V, 2 * d)
+        amax = _fp.max_abs(X)
+        if amax >= 2.0**1018 / n:
+            t = n.bit_length() + 2
+        elif up and 0.0 < amax < 2.0**-_fp.SAFE:
+            t = math.frexp(amax)[1]
+        if t:
+            X = np.ldexp(X, -t)
+    return _extreme(X, norm, mode, tile), t
+
+
+def _unscaled(p: Pair, t: int, what: str) -> Pair:
+    """``p`` with its distance times ``2^t``; a ValueError if that is beyond float64."""
+    if t == 0:
+        return p
+    try:
+        return Pair(math.ldexp(p.distance, t), p.i, p.j)
+    except OverflowError:
+        raise ValueError(f"the {what} of S exceeds the float64 range "
+                         f"(> {np.finfo(np.float64).max:.4g}); rescale S") from None
 
 
 def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
@@ -139,7 +195,7 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
         if return_pair:
             raise ValueError("S has a single row: its diameter is 0 but there is no pair to return")
         return 0.0
-    p = _extreme(X, norm, "max", tile)
+    p = _unscaled(*_extreme_scaled(X, norm, "max", tile), "row diameter")
     return p if return_pair else p.distance
 
 
@@ -165,4 +221,5 @@ def closest_pair(S, /, *, norm=2, tile=None):
     >>> closest_pair([[0.0, 0.0], [3.0, 4.0], [1.0, 1.0]])
     Pair(distance=1.4142135623730951, i=0, j=2)
     """
-    return _extreme(_v.matrix(S, "S", keep_float32=True, min_rows=2), norm, "min", tile)
+    X = _v.matrix(S, "S", keep_float32=True, min_rows=2)
+    return _unscaled(*_extreme_scaled(X, norm, "min", tile), "closest-pair distance")

@@ -16,9 +16,13 @@ The numbers follow from the unit roundoff ``u`` of the dtype:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
+
+from . import _validate as _v
 
 __all__ = ["Tolerance", "tolerance", "unit_roundoff"]
 
@@ -65,11 +69,19 @@ def tolerance(kind: str = "exact", dtype=np.float64, *, d: int = 1) -> Tolerance
     >>> tolerance("exact").rtol
     2.842170943040401e-14
     """
+    if kind not in ("exact", "kernel", "solver"):
+        raise ValueError(f"kind must be 'exact', 'kernel' or 'solver'; got {kind!r}")
+    n = _v.integer(d, "d", minimum=1)
     u = unit_roundoff(dtype)
     if kind == "exact":
         return Tolerance(rtol=256 * u, atol=256 * u)
     if kind == "kernel":
-        return Tolerance(rtol=4 * (d + 2) * u, atol=0.0)
-    if kind == "solver":
-        return Tolerance(rtol=1e-6, atol=1e-9)
-    raise ValueError(f"kind must be 'exact', 'kernel' or 'solver'; got {kind!r}")
+        # 4 (d + 2) u as int / int (u = 2^-p): correctly rounded for d of any size
+        p = -math.frexp(u)[1] + 1
+        try:
+            rtol = (4 * (n + 2)) / (1 << p)
+        except OverflowError:
+            raise ValueError(f"d is too large: the kernel tolerance 4 (d + 2) u exceeds the float64 range "
+                             f"(d has {n.bit_length()} bits)") from None
+        return Tolerance(rtol=rtol, atol=0.0)
+    return Tolerance(rtol=1e-6, atol=1e-9)
