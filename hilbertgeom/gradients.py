@@ -517,7 +517,8 @@ def real_head_gradient(*, batch=512, seed=0, train_steps=0, rows=None, cache_dir
     cache_dir : path, optional
         Default ``$XDG_CACHE_HOME/hilbertgeom`` or ``~/.cache/hilbertgeom``.
     verbose : bool, optional
-        Progress on stderr; by default only while the encoder runs.
+        Progress on stderr while the encoder runs (not on a cache hit) and every
+        5 training steps; on by default, ``False`` silences it.
     lr : float
         Adam learning rate (with ``beta = (0.9, 0.999)``, ``eps = 1e-8``).
     model : path, optional
@@ -566,14 +567,14 @@ def real_head_gradient(*, batch=512, seed=0, train_steps=0, rows=None, cache_dir
     V, d = E.shape
     if rows is not None and rows > V:
         raise ValueError(f"rows must be <= V = {V}; got {rows}")
-    H32, targets, info = _hidden_states(files, batch, seed, seq_len, cache_dir,
-                                        verbose if verbose is not None else True)
+    progress = True if verbose is None else bool(verbose)
+    H32, targets, info = _hidden_states(files, batch, seed, seq_len, cache_dir, progress)
     H = H32.astype(np.float64)
     U = E.astype(np.float64)
     t1 = time.perf_counter()
     losses: list[float] = []
     if train_steps:
-        U, losses = _adam(H, U, targets, train_steps, lr, bool(verbose))
+        U, losses = _adam(H, U, targets, train_steps, lr, progress)
     G, loss, _ = _cross_entropy_gradient(H, U, targets)
     losses.append(loss)
     t2 = time.perf_counter()
