@@ -236,6 +236,13 @@ def row_norms(X) -> np.ndarray:
     return m * np.linalg.norm(X / ms[:, None], axis=1)
 
 
+def vnorm(v) -> float:
+    """Euclidean norm of a vector, scaled first (no underflow of squares at 1e-160)."""
+    v = np.asarray(v, dtype=np.float64).ravel()
+    m = float(np.abs(v).max(initial=0.0))
+    return m * float(np.linalg.norm(v / m)) if m > 0 else 0.0
+
+
 def softmax(z) -> np.ndarray:
     z = np.asarray(z, dtype=np.float64)
     e = np.exp(z - z.max())

@@ -40,7 +40,7 @@ import sympy as sp
 
 import hilbertgeom as hg
 
-from ._core import BALL, EXACT, Proof, clouds, diameter, farthest, rank, register, softmax
+from ._core import BALL, Proof, clouds, diameter, farthest, rank, register, softmax, vnorm
 
 __all__ = ["IDENTITIES"]
 
@@ -189,7 +189,7 @@ def _i8(pf: Proof, rng, quick, seed):
             r -= r.mean()
             l1 = float(np.abs(r).sum())
             pf.eq(f"backward_bound = D ||r||_1 / 2/{kind}", hg.backward_bound(Sd, r), D * l1 / 2, scale=1e-300 + D * l1)
-            pf.le(f"||S^T r|| <= D ||r||_1/2/{kind}", float(np.linalg.norm(Sd.T @ r)), D * l1 / 2,
+            pf.le(f"||S^T r|| <= D ||r||_1/2/{kind}", vnorm(Sd.T @ r), D * l1 / 2,
                   scale=1e-300 + (D + big) * l1)
             p = softmax(rng.normal(0, 4, V))
             c = int(rng.integers(V))
@@ -198,16 +198,16 @@ def _i8(pf: Proof, rng, quick, seed):
             one_p = float(np.delete(p, c).sum())
             pf.eq(f"cross_entropy_backward_bound = D (1 - p_c)/{kind}", hg.cross_entropy_backward_bound(Sd, p, c),
                   D * one_p, scale=1e-300 + D * one_p)
-            pf.le(f"||S^T (p - e_c)|| <= D (1 - p_c)/{kind}", float(np.linalg.norm(Sd.T @ e)), D * one_p,
+            pf.le(f"||S^T (p - e_c)|| <= D (1 - p_c)/{kind}", vnorm(Sd.T @ e), D * one_p,
                   scale=1e-300 + (D + big) * one_p)
         w = hg.backward_witness(Sd)
         pf.ok(f"witness is e_i - e_j/{kind}", sorted(w.tolist()).count(0.0) == V - 2 and w.max() == 1 and w.min() == -1)
-        pf.eq(f"witness attains: ||S^T w|| = D/{kind}", float(np.linalg.norm(Sd.T @ w)), D, scale=1e-300 + D + big)
+        pf.eq(f"witness attains: ||S^T w|| = D/{kind}", vnorm(Sd.T @ w), D, scale=1e-300 + D + big)
         s = float(rng.uniform(0.05, 0.95))
         p = np.zeros(V)
         p[i], p[j] = 1 - s, s  # c = j: p - e_c = (1 - s)(e_i - e_j)
         pf.eq(f"cross-entropy witness attains D (1 - p_c)/{kind}", hg.cross_entropy_backward_bound(Sd, p, j),
-              float(np.linalg.norm(Sd.T @ (p - np.eye(V)[j]))), scale=1e-300 + (D + big))
+              vnorm(Sd.T @ (p - np.eye(V)[j])), scale=1e-300 + (D + big))
 
 
 # --------------------------------------------------------------------------- I9
@@ -248,7 +248,7 @@ def _i9(pf: Proof, rng, quick, seed):
             c = int(rng.integers(Vn))
             pv, qv = softmax(Un @ h), softmax((Un + Sd) @ h)
             ec = np.eye(Vn)[c]
-            change = float(np.linalg.norm((Un + Sd).T @ (qv - ec) - Un.T @ (pv - ec)))
+            change = vnorm((Un + Sd).T @ (qv - ec) - Un.T @ (pv - ec))
             z = Sd @ h
             t = math.tanh(float(z.max() - z.min()) / 4)
             dS = diameter(Sd)

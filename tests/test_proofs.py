@@ -118,3 +118,10 @@ def test_no_false_alarm_over_seeds():
     for s in range(n):
         bad += [(s, r.identity, r.detail) for r in proofs.run(seed=s, quick=True) if not r.passed]
     assert not bad
+
+
+def test_runner_docstring_example_runs():
+    import doctest
+
+    res = doctest.testmod(proofs, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted > 0 and res.failed == 0
