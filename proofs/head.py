@@ -193,9 +193,9 @@ def _i8(pf: Proof, rng, quick, seed):
                   scale=1e-300 + (D + big) * l1)
             p = softmax(rng.normal(0, 4, V))
             c = int(rng.integers(V))
-            e = p.copy()
-            e[c] -= 1.0
             one_p = float(np.delete(p, c).sum())
+            e = p.copy()
+            e[c] = -one_p  # p_c - 1 without cancellation: exactly the negated rest
             pf.eq(f"cross_entropy_backward_bound = D (1 - p_c)/{kind}", hg.cross_entropy_backward_bound(Sd, p, c),
                   D * one_p, scale=1e-300 + D * one_p)
             pf.le(f"||S^T (p - e_c)|| <= D (1 - p_c)/{kind}", vnorm(Sd.T @ e), D * one_p,
