@@ -88,7 +88,7 @@ def _i6(pf: Proof, rng, quick, seed):
             pf.eq(f"witness attains R D {hn}/{kind}", float(zs.max() - zs.min()), R * D,
                   scale=1e-300 + R * D + R * float(np.abs(Sd).sum(axis=1).max()))
             scale = R * D + float((np.abs(Uf).max() + np.abs(Sd).max()) * R * d) + 1e-300
-            pf.le(f"bound, with U, at the witness {hn}/{kind}",
+            pf.eq(f"attained with any U at the witness {hn}/{kind}",
                   hg.softmax_hilbert_distance((Uf + Sd) @ hv, Uf @ hv), bound, scale=scale)
             for _ in range(2):
                 g = rng.standard_normal(d)
