@@ -140,7 +140,7 @@ def test_synthetic_tail_measure_discriminates():
 
 def test_synthetic_targets_follow_zipf():
     # Zipf(1.1) over V = 1000: the most frequent target's share is 1 / H_{V,1.1}
-    V, B = 1000, 20000
+    V, B = 1000, 5000
     g = hgg.synthetic_head_gradient(V, 2, batch=B, seed=2, zipf=1.1)
     counts = np.sort(np.bincount(g.targets, minlength=V))[::-1]
     p1 = 1.0 / np.sum(np.arange(1, V + 1) ** -1.1)
@@ -322,6 +322,11 @@ def minilm_tensors(minilm_files):
     return read_safetensors(minilm_files.weights)
 
 
+@pytest.fixture(scope="module")
+def encoders(minilm_files, minilm_tensors):
+    return {dt: BertEncoder(minilm_tensors, minilm_files.config, dtype=dt) for dt in (np.float64, np.float32)}
+
+
 @needs_minilm
 @pytest.mark.parametrize(("text", "expected", "source"), TOKEN_CASES)
 def test_wordpiece_on_the_minilm_vocabulary(minilm_files, text, expected, source):
@@ -383,13 +388,13 @@ ENCODER_CASES = [
 
 @needs_minilm
 @pytest.mark.parametrize("case", ENCODER_CASES, ids=lambda c: c.text[:20])
-def test_encoder_matches_reference(minilm_files, minilm_tensors, case):
+def test_encoder_matches_reference(minilm_files, encoders, case):
     tok = WordPiece.from_text(minilm_files.vocab)
     ids = [tok.ids["[CLS]"], *tok.encode(case.text), tok.ids["[SEP]"]]
     assert tuple(ids) == case.ids
     d_ffn = int(minilm_files.config["intermediate_size"])
     for dtype in (np.float64, np.float32):
-        h = BertEncoder(minilm_tensors, minilm_files.config, dtype=dtype)(np.array([ids]))[0]
+        h = encoders[dtype](np.array([ids]))[0]
         tol = tolerance("kernel", dtype, d=d_ffn)
         scale = float(np.abs(h).max())  # all entries are compared on the scale of the largest
         for p, c, ref in case.hidden:
@@ -403,9 +408,9 @@ def test_encoder_matches_reference(minilm_files, minilm_tensors, case):
 
 
 @needs_minilm
-def test_encoder_ranks_related_sentences_first(minilm_files, minilm_tensors):
+def test_encoder_ranks_related_sentences_first(minilm_files, encoders):
     # the model's purpose: "A man is eating food." is closest to "... a piece of bread."
-    enc = BertEncoder(minilm_tensors, minilm_files.config)
+    enc = encoders[np.float32]
     tok = WordPiece.from_text(minilm_files.vocab)
     embs = []
     for case in ENCODER_CASES:
@@ -416,8 +421,8 @@ def test_encoder_ranks_related_sentences_first(minilm_files, minilm_tensors):
 
 
 @needs_minilm
-def test_encoder_padding_mask(minilm_files, minilm_tensors):
-    enc = BertEncoder(minilm_tensors, minilm_files.config, dtype=np.float64)
+def test_encoder_padding_mask(encoders):
+    enc = encoders[np.float64]
     a, b = ENCODER_CASES[0].ids, ENCODER_CASES[1].ids
     ids = np.zeros((2, len(b)), dtype=np.int64)
     ids[0, :len(a)], ids[1] = a, b
