@@ -592,3 +592,48 @@ def test_pytest_plugin(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path, env=env)
     assert "5 passed, 1 skipped" in out.stdout or "1 failed, 5 passed, 1 skipped" in out.stdout, out.stdout
     assert "1 failed" in out.stdout and "S = 0.5 x a steepest step" in out.stdout, out.stdout
+
+
+def test_covering_radius_certificate_on_a_closed_form_ball():
+    """Two antipodal rows at distance 2R with every other row strictly inside: rad(S) = R
+    exactly.  The rows are not cospherical, so the quick sphere fit does not settle it and
+    the enclosing-ball certificate must: feasible at eta = 2R, infeasible at eta = 2R (1 - 1e-3)."""
+    rng = np.random.default_rng(9)
+    R, d = 0.25, 3
+    inner = rng.standard_normal((12, d))
+    inner *= (0.9 * R * rng.random((12, 1))) / np.linalg.norm(inner, axis=1, keepdims=True)
+    e = np.eye(d)[0] * R
+    S = np.vstack([e, -e, inner])
+    S -= S.mean(axis=0)
+    G = rng.standard_normal(S.shape)
+    G -= G.mean(axis=0)
+    fails(S, G, r"norm:     rad\(S\) (= 0\.25|in \[0\.2499\d*, 0\.25\d*\]) = 1 x eta/2, <= eta/2 = 0\.25 .*ok",
+          norm="covering_radius", eta=2 * R)
+    fails(S, G, r"rad\(S\) exceeds eta/2(.|\n)*outside: ", norm="covering_radius", eta=2 * R * (1 - 1e-3))
+
+
+def test_plugin_entry_point_is_declared():
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["entry-points"]["pytest11"] == {"hilbertgeom": "hilbertgeom.testing.plugin"}
+    assert "hilbertgeom.testing" in meta["tool"]["setuptools"]["packages"]
+
+
+def test_real_gradient_case():
+    """The real all-MiniLM-L6-v2 head gradient (largest 48 rows, d = 384): exact steps pass,
+    a RowNorm with epsilon and a forgotten centring fail with their messages."""
+    from hilbertgeom.gradients import minilm_available
+
+    ok, why = minilm_available()
+    if not ok:
+        pytest.skip(f"all-MiniLM-L6-v2 weights not installed: {why}")
+    case = gradient_cases(48, 8, seed=0)[-1]
+    G = case.G
+    assert G.shape == (48, 384)
+    assert np.abs(G.sum(axis=0)).max() <= KERNEL.rtol * 50 * np.abs(G).sum()
+    for norm in ("max_row", "max_entry", "spectral", "diameter_inf", "covering_radius"):
+        assert_steepest(steepest_step(G, norm=norm), G, norm=norm)
+    eps = 1e-2 * float(np.linalg.norm(G, axis=1).min())
+    fails(rownorm_eps(G, eps), G, r"falls short(.|\n)*short rows", norm="max_row")
+    fails(-0.5 * hg.rownorm(G), G, r"it is not centred", norm="covering_radius")

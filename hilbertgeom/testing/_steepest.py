@@ -220,8 +220,25 @@ class _Measure:
     aux: dict
 
 
-def _measure(norm: str, S: np.ndarray) -> _Measure:
-    """The norm of ``S``, computed exactly or certified from above."""
+def _sphere_centre(Y: np.ndarray) -> np.ndarray:
+    """Least-squares centre of a sphere through the rows: ``2 y_i.c + k = ||y_i||^2``.
+
+    Exact (to rounding) when the rows are cospherical, as the rows of every
+    RowNorm-type step are; any point gives a certified upper bound on the
+    covering radius, ``max_i ||y_i - c||``.
+    """
+    A = np.hstack([2.0 * Y, np.ones((Y.shape[0], 1))])
+    sol = np.linalg.lstsq(A, np.einsum("ij,ij->i", Y, Y), rcond=None)[0]
+    return sol[:-1]
+
+
+def _measure(norm: str, S: np.ndarray, limit: float = math.inf) -> _Measure:
+    """The norm of ``S``, computed exactly or certified from above.
+
+    For the covering radius, a cheap centre that already shows
+    ``rad(S) <= limit`` is accepted (``lower`` is then NaN: not computed);
+    otherwise the enclosing-ball walk certifies the radius from both sides.
+    """
     if norm == "diameter":
         p = row_diameter(S, return_pair=True)
         return _Measure(p.distance, p.distance, {"pair": (p.i, p.j)})
@@ -233,6 +250,13 @@ def _measure(norm: str, S: np.ndarray) -> _Measure:
     if norm == "covering_radius":
         m = S.mean(axis=0)
         Y = S - m
+        amax = float(np.abs(Y).max())
+        if amax == 0.0:
+            return _Measure(0.0, 0.0, {"centre": m})
+        c = _sphere_centre(Y / amax) * amax  # scaled: no overflow of the squares
+        quick = float(_rownorms(Y - c).max())
+        if quick <= limit:
+            return _Measure(quick, math.nan, {"centre": c + m})
         ball = minimum_enclosing_ball(Y)
         best, centre = math.inf, None
         # the walk's centre, and the circumcentre of its support (exact to rounding
@@ -360,7 +384,9 @@ def assert_steepest(S, G, /, *, norm, eta=1.0, rtol=None, tension=None):
     ``-<G, S> >= (1 - rtol) eta N^*(G)``, and, for the seminorms, when it is
     centred (``||mean row|| <= rtol`` times its largest row, to the rounding
     of the mean).  ``N(S)`` is computed exactly or bounded from above by a
-    certificate (enclosing ball), and the optimum is taken at the *upper* end
+    certificate (for the covering radius: a least-squares sphere centre, exact
+    for the cospherical rows of RowNorm-type steps, else the certified
+    enclosing ball), and the optimum is taken at the *upper* end
     of its certified bracket (``min_tension`` for the diameter), so a step that
     falls short can never pass; the bracket is solved to a quarter of
     ``rtol``, so the exact step always does.
@@ -443,7 +469,7 @@ def assert_steepest(S, G, /, *, norm, eta=1.0, rtol=None, tension=None):
     Sx = Sa.array
     V, d = Sx.shape
     budget = e / 2.0 if info.half else e
-    meas = _measure(name, Sx)
+    meas = _measure(name, Sx, budget * (1.0 + r))
     opt = _optimum(name, X, r, tension if name == "diameter" else None)
     dec = _decrease(X, Sx)
     o_hi = e * opt.upper
@@ -488,11 +514,15 @@ def _message(name, info, S, G, eta, budget, rtol, meas, opt, dec, feasible, enou
     lines.append(f"  decrease: -<G, S> = {_g(dec)} {cmp_} (1 - rtol) x {optimum}; {ratio}"
                  f"   {'ok' if enough else 'FAILED'}")
     # feasibility
-    val = _g(meas.value) if meas.lower >= meas.value * (1 - 1e-12) else f"in [{_g(meas.lower)}, {_g(meas.value)}]"
+    if math.isnan(meas.lower):  # bounded from above only (enough to show feasibility)
+        val = f"<= {_g(meas.value)}"
+    elif meas.lower >= meas.value * (1 - 1e-12):
+        val = f"= {_g(meas.value)}"
+    else:  # the enclosing-ball certificate brackets the radius
+        val = f"in [{_g(meas.lower)}, {_g(meas.value)}]"
     cmpf = "<=" if feasible else ">"
-    if budget > 0:
-        lines.append(f"  norm:     {info.symbol} = {val} = {meas.value / budget:.6g} x {info.budget}, "
-                     f"{cmpf} {info.budget} = {_g(budget)} (1 + rtol)   {'ok' if feasible else 'FAILED'}")
+    lines.append(f"  norm:     {info.symbol} {val} = {meas.value / budget:.6g} x {info.budget}, "
+                 f"{cmpf} {info.budget} = {_g(budget)} (1 + rtol)   {'ok' if feasible else 'FAILED'}")
     # centring
     if info.centred:
         state = "yes" if centred else "no"
