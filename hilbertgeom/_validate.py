@@ -13,10 +13,13 @@ import numpy as np
 
 __all__: list[str] = []  # private module
 
+NormLike = int | float | str
+"""A norm choice as the public functions accept it: 2, 1, inf, or "2", "1", "inf"."""
+
 try:  # array-api-compat is a declared dependency; keep the import local to here
     import array_api_compat as _aac
 except ImportError:  # pragma: no cover - exercised only on broken installs
-    _aac = None
+    _aac = None  # type: ignore[assignment]
 
 
 def _is_device_array(x) -> bool:
@@ -28,7 +31,7 @@ def _is_device_array(x) -> bool:
     if _aac.is_array_api_obj(x) and not isinstance(x, np.ndarray):
         try:
             dev = _aac.device(x)
-        except Exception:  # pragma: no cover - exotic array objects
+        except Exception:  # noqa: BLE001  # pragma: no cover - exotic array objects raise anything
             return False
         text = str(dev).lower()
         return not ("cpu" in text or text == "none")
@@ -59,7 +62,7 @@ def to_numpy(x, name: str) -> np.ndarray:
             pass
     try:
         return np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
+    except Exception as exc:  # noqa: BLE001 - ragged lists and the like; re-raised as TypeError
         raise TypeError(f"{name} could not be read as an array: {exc}") from None
 
 
@@ -157,9 +160,9 @@ def nonnegative(a: np.ndarray, name: str) -> np.ndarray:
 def scalar(x, name: str, *, minimum: float | None = None, strict: bool = False,
            allow_inf: bool = False) -> float:
     """A real Python float, optionally bounded below."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.floating, np.integer)):
-        if not (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf"):
-            raise TypeError(f"{name} must be a real number; got {type(x).__name__}")
+    real = not isinstance(x, (bool, np.bool_)) and isinstance(x, (numbers.Real, np.floating, np.integer))
+    if not real and not (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf"):
+        raise TypeError(f"{name} must be a real number; got {type(x).__name__}")
     v = float(x)
     if np.isnan(v) or (np.isinf(v) and not allow_inf):
         raise ValueError(f"{name} must be finite; got {v}")

@@ -13,11 +13,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _fp
 from . import _validate as _v
 from ._fp import scale_to_unit
-from .exceptions import STATUS_DEGENERATE, STATUS_ITERATION_LIMIT, STATUS_OPTIMAL, SolverError
+from .exceptions import (
+    STATUS_DEGENERATE,
+    STATUS_ITERATION_LIMIT,
+    STATUS_OPTIMAL,
+    SolverError,
+)
 
 STATUS_OPTIMAL_DUAL_QP = "optimal (dual QP after a degenerate walk)"
 
@@ -66,7 +72,7 @@ class EnclosingBall:
     iterations: int
 
 
-def jung_radius(k, /):
+def jung_radius(k: int, /) -> float:
     r"""Jung's constant ``J_k = sqrt(k / (2 (k + 1)))``.
 
     Any set of diameter ``D`` in a ``k``-dimensional Euclidean space lies in a
@@ -109,7 +115,7 @@ def _circumcenter(Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return c, lam
 
 
-def minimum_enclosing_ball(S, /, *, max_iter=None):
+def minimum_enclosing_ball(S: ArrayLike, /, *, max_iter: int | None = None) -> EnclosingBall:
     r"""The smallest Euclidean ball containing the rows of ``S``, certified.
 
     An active-set walk (Fischer, Gaertner and Kutz, "Fast smallest-enclosing-ball
@@ -136,6 +142,16 @@ def minimum_enclosing_ball(S, /, *, max_iter=None):
     ------
     SolverError
         If the walk does not terminate within ``max_iter`` steps.
+    ValueError
+        If the radius or the centre exceeds the float64 range.
+
+    Notes
+    -----
+    The walk and the certificate run on the mean-centred rows scaled by a
+    power of two to unit size (and, where the column sums could overflow or
+    the rows are below ``2^-400``, the rows are scaled before centring):
+    ``rad(2^k S) = 2^k rad(S)`` bit for bit, with the same support and
+    weights, from subnormal rows to rows near ``1.8e308``.
 
     Examples
     --------
@@ -227,7 +243,8 @@ def _dual_column_generation(Z: np.ndarray, T0: list[int], rounds: int = 50):
         P = Z[cand]
         b = (P * P).sum(axis=1)
         K = P @ P.T
-        res = minimize(lambda w: float(w @ K @ w - b @ w), lam, jac=lambda w: 2 * K @ w - b, method="SLSQP",
+        res = minimize(lambda w, K=K, b=b: float(w @ K @ w - b @ w), lam, jac=lambda w, K=K, b=b: 2 * K @ w - b,
+                       method="SLSQP",
                        bounds=[(0.0, 1.0)] * len(cand),
                        constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)}],
                        options={"maxiter": 500, "ftol": 1e-16})
@@ -290,7 +307,7 @@ def _certify(Z: np.ndarray, k1: int, mean: np.ndarray, s: int, T: np.ndarray, la
                          gap=radius - lower, status=status, iterations=it)
 
 
-def covering_radius(S, /):
+def covering_radius(S: ArrayLike, /) -> tuple[float, np.ndarray]:
     r"""Covering radius ``rad(S)`` and the centre of the minimum enclosing ball.
 
     See :func:`minimum_enclosing_ball` for the method and the certificate.
@@ -298,6 +315,7 @@ def covering_radius(S, /):
     Parameters
     ----------
     S : (V, d) array_like
+        Finite real rows, ``V >= 1`` (a ``numpy.matrix`` is read as a 2-D array).
 
     Returns
     -------

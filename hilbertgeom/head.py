@@ -12,9 +12,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _fp
 from . import _validate as _v
+from ._validate import NormLike
 from .rows import _extreme_scaled
 from .tolerances import tolerance
 
@@ -39,7 +41,7 @@ def _diameter(X: np.ndarray, norm: float = 2.0) -> tuple[float, int]:
     return p.distance, t
 
 
-def head_norm(S, /, *, hidden_norm=2, radius=1.0):
+def head_norm(S: ArrayLike, /, *, hidden_norm: NormLike = 2, radius: float = 1.0) -> float:
     r"""Largest Hilbert change an update can cause over a hidden-state ball.
 
     .. math::
@@ -81,7 +83,7 @@ def head_norm(S, /, *, hidden_norm=2, radius=1.0):
     return _fp.product(R, m, shift=t, what="radius * D(S)", names="S or radius")
 
 
-def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
+def worst_case_hidden(S: ArrayLike, /, *, hidden_norm: NormLike = 2, radius: float = 1.0) -> np.ndarray:
     r"""A hidden state ``h`` with ``||h|| = R`` attaining :func:`head_norm`.
 
     For ``l2``: ``h = R (s_i - s_j) / ||s_i - s_j||`` on the farthest pair; for
@@ -93,8 +95,12 @@ def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
     Parameters
     ----------
     S : (V, d) array_like
+        The update (finite, any magnitude: ``h`` depends only on the direction
+        of the farthest pair, so ``S`` and ``2^k S`` give the same ``h``).
     hidden_norm : {2, 1, inf}
+        Norm of the hidden-state ball.
     radius : float
+        Its radius ``R >= 0``.
 
     Returns
     -------
@@ -150,7 +156,7 @@ def _zero_sum(rs: np.ndarray, k: int, name: str) -> None:
         )
 
 
-def backward_bound(S, r, /):
+def backward_bound(S: ArrayLike, r: ArrayLike, /) -> float:
     r"""Bound on the backward signal ``||S^T r||_2`` for a zero-sum logit gradient.
 
     .. math:: \|S^\top r\|_2 \le \tfrac12 D(S)\, \|r\|_1 \qquad (1^\top r = 0)
@@ -160,12 +166,20 @@ def backward_bound(S, r, /):
     Parameters
     ----------
     S : (V, d) array_like
+        The update.
     r : (V,) array_like
         Logit gradient with ``sum(r) = 0`` (to rounding).
 
     Returns
     -------
     float
+        Formed from mantissas and exponents (one final rounding), so ``D(S)``
+        or ``||r||_1`` may exceed float64 while the bound does not.
+
+    Raises
+    ------
+    ValueError
+        If ``r`` does not sum to zero, or the bound exceeds the float64 range.
 
     References
     ----------
@@ -183,14 +197,15 @@ def backward_bound(S, r, /):
     return _fp.product(0.5, m, float(np.abs(rs).sum()), shift=t - k, what="D(S) ||r||_1 / 2", names="S or r")
 
 
-def backward_witness(S, /):
+def backward_witness(S: ArrayLike, /) -> np.ndarray:
     r"""The logit gradient ``r = e_i - e_j`` on the farthest pair: ``||S^T r|| = D(S)``.
 
     With ``||r||_1 = 2`` it attains :func:`backward_bound` with equality.
 
     Parameters
     ----------
-    S : (V, d) array_like, ``V >= 2``.
+    S : (V, d) array_like
+        The update, ``V >= 2`` rows.
 
     Returns
     -------
@@ -220,14 +235,16 @@ def _class_index(c, V: int) -> int:
     return k
 
 
-def cross_entropy_backward_bound(S, p, c, /):
+def cross_entropy_backward_bound(S: ArrayLike, p: ArrayLike, c: int, /) -> float:
     r"""``||S^T (p - e_c)||_2 <= D(S) (1 - p_c)`` for a distribution ``p`` (I8).
 
     Parameters
     ----------
     S : (V, d) array_like
+        The update.
     p : (V,) array_like
-        Nonnegative; normalised to sum to one.
+        Nonnegative; normalised to sum to one (any positive multiple gives
+        the same bound).
     c : int
         Target token.
 
@@ -293,7 +310,7 @@ def _backward_parts(U, S, h, c) -> _Parts:
     return _Parts(Us, Ss, k, j, zs, dzs, c, _softmax_scaled(zs, -(k + j)), _softmax_scaled(z2s, -(k + j)))
 
 
-def backward_change(U, S, h, c, /):
+def backward_change(U: ArrayLike, S: ArrayLike, h: ArrayLike, c: int, /) -> float:
     r"""The change ``||b_+ - b||_2`` of the head's backward signal.
 
     ``b = U^T (p - e_c)`` with ``p = softmax(U h)`` and
@@ -301,13 +318,39 @@ def backward_change(U, S, h, c, /):
 
     Parameters
     ----------
-    U, S : (V, d) array_like
+    U : (V, d) array_like
+        The head.
+    S : (V, d) array_like
+        The update, of the shape of ``U``.
     h : (d,) array_like
+        The hidden state.
     c : int
+        The target token, ``0 <= c < V``.
 
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        If the change exceeds the float64 range.
+
+    Notes
+    -----
+    Computed as ``S^T (q - e_c) + U^T (q - p)`` (no cancellation of ``b_+``
+    against ``b``).  The answer is not homogeneous in ``U`` (the softmax sees
+    the logits), but it is linear in ``(U, S)`` at fixed logits: ``U, S`` are
+    scaled by one power of two and ``h`` by another so that nothing overflows
+    or underflows, logits beyond float64 give a one-hot softmax, and
+    ``backward_change(2^k U, 2^k S, 2^-k h, c) == 2^k backward_change(U, S, h, c)``.
+
+    Examples
+    --------
+    >>> U = [[0.0, 1.0], [0.0, -1.0]]; S = [[0.5, 0.0], [-0.5, 0.0]]
+    >>> t = 1 / (1 + math.e)                    # q = (1 - t, t), p = (1/2, 1/2)
+    >>> bool(abs(backward_change(U, S, [1.0, 0.0], 0) - math.hypot(t, 1 - 2 * t)) < 1e-15)
+    True
     """
     P = _backward_parts(U, S, h, c)
     eq = P.q.copy()
@@ -318,7 +361,7 @@ def backward_change(U, S, h, c, /):
     return _fp.product(float(np.sqrt(ws @ ws)), shift=-(P.k + kw), what="||b_+ - b||", names="U and S")
 
 
-def backward_change_bound(U, S, h, c, /):
+def backward_change_bound(U: ArrayLike, S: ArrayLike, h: ArrayLike, c: int, /) -> float:
     r"""Bound on :func:`backward_change` (identity I9).
 
     .. math::
@@ -333,13 +376,24 @@ def backward_change_bound(U, S, h, c, /):
 
     Parameters
     ----------
-    U, S : (V, d) array_like
+    U : (V, d) array_like
+        The head.
+    S : (V, d) array_like
+        The update, of the shape of ``U``.
     h : (d,) array_like
+        The hidden state.
     c : int
+        The target token, ``0 <= c < V``.
 
     Returns
     -------
     float
+        Scaled as :func:`backward_change` (the same law under ``2^k``).
+
+    Raises
+    ------
+    ValueError
+        If the bound exceeds the float64 range.
 
     Examples
     --------

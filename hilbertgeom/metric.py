@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _validate as _v
 
@@ -118,7 +119,7 @@ def _hilbert(a, b, ax: int, xp):
     return xp.where(same, d, xp.full_like(d, math.inf))
 
 
-def hilbert_distance(p, q, /, *, axis=-1):
+def hilbert_distance(p: ArrayLike, q: ArrayLike, /, *, axis: int = -1) -> float | np.ndarray:
     r"""Hilbert's projective distance between positive vectors.
 
     .. math::
@@ -184,7 +185,7 @@ def hilbert_distance(p, q, /, *, axis=-1):
     return _out(_hilbert(a, b, ax, np))
 
 
-def variation_norm(x, /, *, axis=-1):
+def variation_norm(x: ArrayLike, /, *, axis: int = -1) -> float | np.ndarray:
     r"""The variation seminorm ``var(x) = max_i x_i - min_i x_i``.
 
     Its kernel is the constant vectors: ``var(x + c 1) = var(x)``.
@@ -224,7 +225,7 @@ def _finite(v, name: str, what: str):
     return v
 
 
-def softmax_hilbert_distance(z, z2, /, *, axis=-1):
+def softmax_hilbert_distance(z: ArrayLike, z2: ArrayLike, /, *, axis: int = -1) -> float | np.ndarray:
     r"""Hilbert distance between ``softmax(z)`` and ``softmax(z2)``, from the logits.
 
     .. math:: H(\operatorname{softmax} z, \operatorname{softmax} z') = \operatorname{var}(z - z')
@@ -276,7 +277,7 @@ def _normalized(a: np.ndarray, name: str, ax: int) -> np.ndarray:
     return a / a.sum(axis=ax, keepdims=True)
 
 
-def total_variation(p, q, /, *, axis=-1):
+def total_variation(p: ArrayLike, q: ArrayLike, /, *, axis: int = -1) -> float | np.ndarray:
     r"""Total variation distance ``TV(p, q) = (1/2) sum_i |p_i - q_i|``.
 
     ``p`` and ``q`` are normalised to sum to one first (they are read as rays of
@@ -308,7 +309,7 @@ def total_variation(p, q, /, *, axis=-1):
     return _out(0.5 * np.abs(a - b).sum(axis=ax))
 
 
-def tv_bound(h, /):
+def tv_bound(h: ArrayLike, /) -> float | np.ndarray:
     r"""The sharp bound ``TV(p, q) <= tanh(H(p, q) / 4)`` (identity I4).
 
     Parameters
@@ -332,7 +333,7 @@ def tv_bound(h, /):
     return _out(np.tanh(a / 4.0))
 
 
-def tv_extremal_pair(h, /):
+def tv_extremal_pair(h: float, /) -> tuple[np.ndarray, np.ndarray]:
     r"""Two-point distributions at Hilbert distance ``h`` with ``TV = tanh(h/4)``.
 
     With ``t = e^{h/2}``: ``p = (1, t) / (1 + t)`` and ``q = (t, 1) / (1 + t)``.
@@ -382,7 +383,7 @@ class Contraction:
     pair: tuple[int, int]
 
 
-def birkhoff_contraction(A, /):
+def birkhoff_contraction(A: ArrayLike, /) -> Contraction:
     r"""Projective diameter and Birkhoff--Hopf contraction ratio of ``A``.
 
     .. math::

@@ -13,10 +13,12 @@ import math
 
 import array_api_compat
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _fp
 from . import _validate as _v
 from ._pairs import Pair, brute_pair, extreme_pair_l2, linf_diameter
+from ._validate import NormLike
 
 __all__ = ["Pair", "center_rows", "closest_pair", "row_diameter"]
 
@@ -28,7 +30,7 @@ def _tile(tile, default: int) -> int:
     return default if tile is None else _v.integer(tile, "tile", minimum=1)
 
 
-def center_rows(S, /):
+def center_rows(S: ArrayLike, /) -> np.ndarray:
     r"""Subtract the mean row: ``P S`` with ``P = I - 11^T / V``.
 
     The result is float64 whatever the input precision (float32 rows are
@@ -38,10 +40,25 @@ def center_rows(S, /):
     Parameters
     ----------
     S : (V, d) array_like
+        Finite real rows (any magnitude).
 
     Returns
     -------
     (V, d) float64 ndarray with zero column sums (to rounding).
+
+    Raises
+    ------
+    ValueError
+        If a centred entry exceeds the float64 range (rows near ``+-1.8e308``
+        of both signs).
+
+    Notes
+    -----
+    A column whose largest entry lies outside ``[2^-960, 2^(1022 - bits(V))]``
+    is centred after an exact power-of-two scaling to unit size and scaled
+    back (one rounding), so the column sums never overflow and
+    ``center_rows(2^k S) == 2^k center_rows(S)`` bit for bit wherever the
+    result is a normal number.
 
     Examples
     --------
@@ -141,7 +158,8 @@ def _unscaled(p: Pair, t: int, what: str) -> Pair:
                          f"(> {np.finfo(np.float64).max:.4g}); rescale S") from None
 
 
-def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
+def row_diameter(S: ArrayLike, /, *, norm: NormLike = 2, return_pair: bool = False,
+                 tile: int | None = None) -> float | Pair:
     r"""Exact diameter of the rows of ``S``: ``D(S) = max_{i<j} ||s_i - s_j||``.
 
     ``norm`` is the row norm, dual to the hidden-state norm: 2 for the
@@ -170,6 +188,11 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
 
     Notes
     -----
+    Rows near the top of the float64 range (largest entry at least
+    ``2^1018 / max(V, 2d)``) are scaled by a power of two before the search and
+    the distance scaled back; a distance beyond float64 raises ``ValueError``.
+    The value is homogeneous, ``D(2^k S) = 2^k D(S)``, at every magnitude.
+
     ``norm=2`` costs half of one ``V x V x (d+2)`` GEMM plus the re-check of
     the candidate pairs (a handful unless many pairs tie to within the
     screening error, as in highly symmetric clouds); memory beyond a few
@@ -199,7 +222,7 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
     return p if return_pair else p.distance
 
 
-def closest_pair(S, /, *, norm=2, tile=None):
+def closest_pair(S: ArrayLike, /, *, norm: NormLike = 2, tile: int | None = None) -> Pair:
     r"""Exact closest pair of rows: ``min_{i<j} ||s_i - s_j||`` and its pair.
 
     Parameters

@@ -27,8 +27,19 @@ from . import _validate as _v
 __all__ = ["Tolerance", "tolerance", "unit_roundoff"]
 
 
-def unit_roundoff(dtype) -> float:
-    """Unit roundoff ``u = eps / 2`` of a floating dtype (float64 for non-floats)."""
+def unit_roundoff(dtype: DTypeLike) -> float:
+    """Unit roundoff ``u = eps / 2`` of a floating dtype (float64 for non-floats).
+
+    Parameters
+    ----------
+    dtype : numpy dtype or dtype-like
+        The working precision.
+
+    Examples
+    --------
+    >>> unit_roundoff("float32") == 2.0**-24
+    True
+    """
     dt = np.dtype(dtype)
     if dt.kind != "f":
         dt = np.dtype(np.float64)
@@ -51,7 +62,7 @@ class Tolerance:
         return abs(float(a) - float(b)) <= self.bound(s)
 
 
-def tolerance(kind: str = "exact", dtype=np.float64, *, d: int = 1) -> Tolerance:
+def tolerance(kind: str = "exact", dtype: DTypeLike = np.float64, *, d: int = 1) -> Tolerance:
     """The tolerance for a kind of computation in a dtype.
 
     Parameters
@@ -62,7 +73,13 @@ def tolerance(kind: str = "exact", dtype=np.float64, *, d: int = 1) -> Tolerance
     dtype : numpy dtype
         The working precision.
     d : int
-        Length of the inner products (``kernel`` only).
+        Length of the inner products (``kernel`` only), ``>= 1``; integers of
+        any size (``4 (d + 2) u`` is formed exactly and rounded once).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``kind``, ``d < 1``, or ``4 (d + 2) u`` beyond float64.
 
     Examples
     --------

@@ -256,7 +256,7 @@ def test_backward_change_and_bound_homogeneous(data, a, t):
     assume(-1022 <= b <= 1020)
     h0 = x2(h, t)
     for fn in (hg.backward_change, hg.backward_change_bound):
-        expect_scaled(lambda: fn(x2(U, a), x2(S, a), x2(h, b), c), fn(U, S, h0, c), a, "U|S")
+        expect_scaled(lambda fn=fn: fn(x2(U, a), x2(S, a), x2(h, b), c), fn(U, S, h0, c), a, "U|S")
 
 
 # ================================================================ ball
