@@ -159,8 +159,8 @@ def synthetic_head_gradient(V, d, /, *, batch=512, zipf=1.1, seed=0, logit_scale
     large ones (about ``|h| / B`` times the target's count); all other rows are
     tiny positive mixtures of hidden states, about ``e^{s^2/2} (m + u_i) / V``
     (``s = logit_scale``), so nearly equal to each other: their spread is about
-    ``s / sqrt(d)`` of their size. For ``V >> batch`` the target rows are the
-    largest. Logits are formed in tiles over ``V`` (at most 256 MiB at a time).
+    ``s / sqrt(d)`` of their size. For ``V >> batch`` and ``d >= 2`` the target
+    rows are the largest (with ``d = 1`` the head cannot be orthogonal to ``m``). Logits are formed in tiles over ``V`` (at most 256 MiB at a time).
 
     Parameters
     ----------
@@ -429,10 +429,14 @@ def _hidden_states(files: _ModelFiles, batch, seed, seq_len, cache_dir, verbose)
     path = _cache_dir(cache_dir) / f"minilm-mlm-{key.hexdigest()[:20]}.npz"
     info = {"text_sha256": text_hash, "cache_file": str(path)}
     if path.exists():
-        with np.load(path) as z:
-            H, targets, n_seq = z["H"], z["targets"], int(z["sequences"])
-        if H.shape[0] == batch and targets.shape == (batch,):
-            return H, targets, dict(info, cached=True, sequences=n_seq)
+        try:
+            with np.load(path) as z:
+                H, targets, n_seq = z["H"], z["targets"], int(z["sequences"])
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:  # a damaged cache: recompute
+            _progress(verbose, f"ignoring the unreadable cache file {path}: {exc}")
+        else:
+            if H.shape == (batch, int(files.config["hidden_size"])) and targets.shape == (batch,):
+                return H, targets, dict(info, cached=True, sequences=n_seq)
     t0 = time.perf_counter()
     tok = WordPiece.from_text(files.vocab, lower=True)
     V = int(files.config["vocab_size"])

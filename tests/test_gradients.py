@@ -484,6 +484,11 @@ def test_real_gradient_small_slice(tmp_path, minilm_tensors):
     # second call: from the cache, identical
     g2 = hgg.real_head_gradient(batch=16, seed=3, rows=256, cache_dir=tmp_path, verbose=False)
     assert g2.meta["cached"] is True and np.array_equal(g2.G, g.G) and np.array_equal(g2.targets, g.targets)
+    # a damaged cache file is recomputed, not trusted
+    with open(g.meta["cache_file"], "wb") as fh:
+        fh.write(b"garbage")
+    g3 = hgg.real_head_gradient(batch=16, seed=3, rows=256, cache_dir=tmp_path, verbose=False)
+    assert g3.meta["cached"] is False and np.array_equal(g3.G, g.G)
 
 
 @needs_minilm
