@@ -505,9 +505,8 @@ def test_real_gradient_after_head_training(tmp_path, minilm_tensors):
     tol = tolerance("kernel", d=U.shape[1] + U.shape[0])
     assert all(abs(a - b) <= tol.bound(1 + np.abs(Z).max()) for a, b in zip(hist, [*losses, loss_ref]))
     assert hist[0] > hist[1] > hist[2] > hist[3]
-    # Adam's first step moves every entry by about lr: rounding in G may flip where |G| is tiny, so
-    # the comparison is on the scale of one step's effect on G
-    assert np.abs(g.G - G_ref).max() <= 1e-6 * np.abs(G_ref).max()
+    # three Adam steps do not amplify rounding here (observed 1e-15 relative): the kernel policy holds
+    assert_close_gradient(g.G, G_ref, Z, U.shape[1])
 
 
 @needs_minilm
