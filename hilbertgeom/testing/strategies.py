@@ -115,7 +115,9 @@ def _near_duplicate(rng, V, d, draw):
     tail = t + spread * size * top / np.sqrt(d) * rng.standard_normal((V - n_head, d))
     G = np.empty((V, d))
     order = rng.permutation(V)
-    G[order[:n_head]] = head
+    # the head rows carry the tail's total with the opposite sign (as the target rows of a
+    # cross-entropy gradient carry -sum of the others), so the tail keeps its vector t
+    G[order[:n_head]] = head - (V - n_head) / n_head * t
     G[order[n_head:]] = tail
     return G
 
