@@ -456,7 +456,7 @@ def assert_steepest(S, G, /, *, norm, eta=1.0, rtol=None, tension=None):
         ...
     AssertionError: S is not the steepest step of norm='max_row' ...
     ...
-      scale:    S = 0.5 x a steepest step (S / 0.5 passes): its size is off, not its direction
+      scale:    S = 0.5 x a steepest step (S / 0.5 has norm eta and the optimal decrease): its size is off, not its direction
     ...
     """
     name = _norm_name(norm)
@@ -552,8 +552,8 @@ def _scale_line(name, info, meas, budget, dec, o_hi, rtol, right) -> str:
         if name == "diameter_inf" and abs(c - 2.0) <= 2 * rtol + 1e-3:
             hint = (" (norm='diameter_inf' bounds each column's range by eta: its step is "
                     "-(eta/2) P sign(G), entries of size about eta/2)")
-        return (f"S = {c:.6g} x a steepest step (S / {c:.6g} passes): its size is off, not its direction"
-                + hint)
+        return (f"S = {c:.6g} x a steepest step (S / {c:.6g} has norm {info.budget} and the optimal decrease): "
+                "its size is off, not its direction" + hint)
     if o_hi > 0 and dec < 0 and -dec / c >= (1.0 - rtol) * o_hi:
         return f"S = -{c:.6g} x a steepest step: it points uphill (the sign is flipped)"
     if abs(c - 1.0) <= rtol:
