@@ -222,6 +222,11 @@ BUGS = [
     ("half step", "spectral", lambda G: 0.5 * hg.polar_update(G), r"S = 0\.5 x a steepest step"),
     ("half step", "diameter_inf", lambda G: 0.5 * hg.linf_steepest_descent(G), r"S = 0\.5 x a steepest step"),
     ("half step", "covering_radius", lambda G: hg.projected_rownorm(G, eta=0.5), r"S = 0\.5 x a steepest step"),
+    ("half step", "diameter", lambda G: 0.5 * hg.steepest_descent(G, eta=1.0, tension=tension_of("cross_entropy", G)),
+     r"S = 0\.5 x a steepest step"),
+    ("forgotten centring", "diameter",
+     lambda G: hg.steepest_descent(G, eta=1.0, tension=tension_of("cross_entropy", G)) + np.arange(G.shape[1]),
+     r"it is not centred\.(.|\n)*only the centring is off"),
     ("double step", "max_row", lambda G: 2 * hg.rownorm_update(G),
      r"max_i \|\|s_i\|\|_2 exceeds eta(.|\n)*S = 2 x a steepest step(.|\n)*too long: 20 of 20 rows"),
     ("eta instead of eta/2", "covering_radius", lambda G: hg.projected_rownorm(G, eta=2.0),
@@ -239,7 +244,7 @@ BUGS = [
      r"D\(S\) exceeds eta(.|\n)*not a multiple of a steepest step: rescaled to D\(S\) = eta"),
     ("RowNorm for the max entry", "max_entry", lambda G: hg.rownorm_update(G),
      r"falls short(.|\n)*short entries"),
-    ("polar for the rows", "max_row", lambda G: hg.polar_update(G), r"max_row"),
+    ("polar for the rows", "max_row", lambda G: hg.polar_update(G), r"falls short(.|\n)*short rows"),
 ]
 
 
