@@ -468,6 +468,19 @@ def test_dlpack_cpu_exporter(cases):
     assert_steepest(Exporter(hg.sign_update(G)), Exporter(G), norm="max_entry")
 
 
+def test_device_exporter_that_cannot_reach_the_host_is_a_type_error():
+    class OnDevice:
+        def __dlpack__(self, **kw):
+            raise BufferError("no cross-device copy")
+
+        def __dlpack_device__(self):
+            return (2, 0)  # kDLCUDA
+
+    G = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    with pytest.raises(TypeError, match=r"S lives on a device \(DLPack device type 2\)"):
+        assert_steepest(OnDevice(), G, norm="max_row")
+
+
 # --------------------------------------------------------------------------- cases and strategies
 def test_gradient_cases_are_zero_sum_and_named():
     cs = gradient_cases(30, 5, real=True)

@@ -77,7 +77,10 @@ def host_float64(x, name: str) -> HostArray:
     if lib == "torch":
         a = _torch_to_numpy(x, name)
     elif lib == "cupy":
-        a = x.get()  # one device-to-host copy
+        try:  # DLPack 1.0: the producer copies to the host
+            a = np.from_dlpack(x, device="cpu", copy=True)
+        except Exception:  # older CuPy: its own device-to-host copy
+            a = x.get()
     elif isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__"):
         a = x
         if isinstance(x, np.ndarray) and x.dtype.name == "bfloat16":  # ml_dtypes
