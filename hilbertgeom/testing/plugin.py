@@ -17,7 +17,9 @@ load it by hand with ``-p hilbertgeom.testing.plugin``.
         G = gradient_case.G
         assert_steepest(my_rownorm(G), G, norm="max_row")
 
-The module imports nothing from hilbertgeom until a test asks for a fixture.
+Loading the plugin imports hilbertgeom (NumPy, SciPy), never Hypothesis or
+torch; the gradient cases are listed only for tests that ask for them, and
+each is made on first use.
 """
 
 from __future__ import annotations
