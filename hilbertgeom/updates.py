@@ -19,6 +19,7 @@ rule                        norm it is steepest for                     used by
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as _v
+from .exceptions import SolverError
 from .rows import closest_pair, row_diameter
 from .tension import TensionResult, min_tension, projected_rownorm, rownorm, steepest_descent
 
@@ -115,10 +117,12 @@ class UpdateReport:
     diameter : float
         ``D(S)`` (exact).
     decrease : float
-        ``-<G, S>``.
+        ``-<G, S>``, evaluated on ``S`` minus its column means (the same
+        number when ``1^T G = 0``).
     decrease_ratio : float
         ``-<G, S> / (D(S) T(G))``: 1 for the exact steepest direction, at least
-        ``sqrt((k+1)/(2k))`` for projected RowNorm; scale-free.
+        ``sqrt((k+1)/(2k))`` for projected RowNorm; scale-free, never NaN
+        (0 when ``G = 0`` or ``D(S) = 0``).
     decrease_ratio_bounds : (float, float)
         The ratio with ``T(G)`` replaced by the certified upper and lower
         bounds of the solve (the true ratio lies between them).
@@ -144,8 +148,25 @@ class UpdateReport:
     tension: float
 
 
+def _pow2(x: float) -> int:
+    """Exponent ``e`` with ``x = m 2^e``, ``0.5 <= m < 1`` (0 for ``x = 0``)."""
+    return math.frexp(x)[1] if x > 0 else 0
+
+
+def _ldexp(x: float, e: int) -> float:
+    """``x 2^e``; ``+-inf`` when that is beyond float64 (never an exception)."""
+    try:
+        return math.ldexp(x, e)
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
 def evaluate_update(G, S, /, *, tension=None, center=False):
     r"""Measure an update ``S`` for the gradient ``G`` against the exact oracle.
+
+    .. math::
+
+        \rho(S) = \frac{-\langle G, S\rangle}{D(S)\, T(G)}
 
     Parameters
     ----------
@@ -156,10 +177,23 @@ def evaluate_update(G, S, /, *, tension=None, center=False):
         The update to judge.
     tension : TensionResult, optional
         A solve of ``min_tension(G)`` to reuse (computed if omitted).
+    center : bool
+        Project ``G`` with ``P = I - 11^T/V`` first instead of raising on
+        non-zero column sums.
 
     Returns
     -------
     UpdateReport
+        Every field is finite for finite inputs (``diameter`` and
+        ``decrease`` are ``inf`` only when their value exceeds float64).  The
+        ratio is computed on ``S`` with its column means removed and both
+        factors rescaled by powers of two, so neither a common row shift nor
+        the magnitude of ``G`` or ``S`` decides it; ``D(S) = 0`` (an update
+        the softmax does not see) has ratio 0.
+
+    References
+    ----------
+    arXiv 2608.22253 (v2), the minimum-tension dual (I10) and I18.
 
     Examples
     --------
@@ -176,24 +210,50 @@ def evaluate_update(G, S, /, *, tension=None, center=False):
         tension = min_tension(X)
     elif not isinstance(tension, TensionResult):
         raise TypeError("tension must be a TensionResult from min_tension(G)")
-    D = row_diameter(U)
-    dec = -float(np.sum(X * U))
-    T, Tu = tension.value, tension.flow.cost
-    if D > 0 and T > 0:
-        ratio = dec / (D * T)
-        bounds = (dec / (D * Tu), ratio)
-    else:
-        ratio = 0.0 if dec == 0 else math.copysign(math.inf, dec)
-        bounds = (ratio, ratio)
-    lo = closest_pair(U).distance
-    colsum = float(np.abs(U.sum(axis=0)).max()) / max(1.0, float(np.abs(U).sum()))
+    # exact power-of-two rescales (G to max |g| in [1/2, 1), S likewise), so that neither
+    # overflow nor underflow decides a number
+    eG = _pow2(float(np.abs(X).max()))
+    Xs = np.ldexp(X, -eG)
+    eU = _pow2(float(np.abs(U).max()))
+    Us = np.ldexp(U, -eU)
+    D_s = row_diameter(Us)
+    lo_s = closest_pair(Us).distance
+    # the ratio on the centred S, rescaled again: D(Uc) >= max_i ||uc_i|| >= 1/2 unless Uc = 0
+    Uc = Us - Us.mean(axis=0)
+    eC = _pow2(float(np.abs(Uc).max()))
+    Uc = np.ldexp(Uc, -eC)
+    Dc = row_diameter(Uc)
+    dec_c = -float(np.sum(Xs * Uc))
+    Ts, Tus = math.ldexp(tension.value, -eG), math.ldexp(tension.flow.cost, -eG)
+    if Dc > 0 and Ts > 0:
+        ratio = dec_c / (Dc * Ts)
+        bounds = (dec_c / (Dc * Tus), ratio)
+    else:  # G = 0, or S is a common row shift: no decrease, no change of the softmax
+        ratio, bounds = 0.0, (0.0, 0.0)
+    D = _ldexp(D_s, eU)
+    dec = _ldexp(dec_c, eG + eU + eC)
+    colsum = float(np.abs(Us.sum(axis=0)).max()) / max(_ldexp(1.0, -eU), float(np.abs(Us).sum()))
     return UpdateReport(diameter=D, decrease=dec, decrease_ratio=ratio, decrease_ratio_bounds=bounds,
-                        column_sum=colsum, min_separation=lo, max_separation=D,
-                        separation_ratio=(lo / D) if D > 0 else 1.0, tension=T)
+                        column_sum=colsum, min_separation=_ldexp(lo_s, eU), max_separation=D,
+                        separation_ratio=(lo_s / D_s) if D_s > 0 else 1.0, tension=tension.value)
 
 
-def update_rules() -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+def _exact_rule(G, *, tension=None):
+    """The exact steepest direction at ``eta = 1``, reusing a solve when given."""
+    return steepest_descent(G, eta=1.0, tension=tension)
+
+
+def update_rules() -> dict[str, Callable[..., np.ndarray]]:
     """The registry used by :func:`bench_updates`: name -> ``G -> S`` (unit step).
+
+    A rule that accepts a keyword argument ``tension`` (the exact rule does)
+    is handed the bench's certified solve of ``min_tension(G)`` instead of
+    solving again.
+
+    Returns
+    -------
+    dict
+        Rule name -> callable ``rule(G) -> S``.
 
     Examples
     --------
@@ -201,13 +261,38 @@ def update_rules() -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     ['RowNorm', 'Sign', 'exact (D steepest)']
     """
     return {
-        "exact (D steepest)": lambda G: steepest_descent(G, eta=1.0),
+        "exact (D steepest)": _exact_rule,
         "projected RowNorm": lambda G: projected_rownorm(G, eta=1.0),
         "RowNorm": rownorm_update,
         "Sign": sign_update,
         "polar (Muon)": polar_update,
         "l_inf-diameter sign": linf_steepest_descent,
     }
+
+
+_CE_TILE = 1 << 16  # logits per batch tile of the cross-entropy case (512 KiB in float64, cache-sized)
+
+
+def _cross_entropy_gradient(H: np.ndarray, U: np.ndarray, targets: np.ndarray, *, tile: int = _CE_TILE):
+    """``(softmax(H U^T) - Y)^T H / B`` with one-hot ``Y`` from ``targets``, without
+    forming the ``(B, V)`` probability or one-hot matrices: ``P^T H`` is
+    accumulated over row tiles of the batch, ``Y^T H`` is a scatter-add."""
+    B, d = H.shape
+    V = U.shape[0]
+    out = np.zeros((V, d))
+    rows = max(1, tile // V)
+    # |z| <= max ||h|| max ||u||: below 700 no exponential can overflow, so the
+    # per-row shift by the largest logit (one more pass over the tile) is not needed
+    shift = float(np.linalg.norm(H, axis=1).max() * np.linalg.norm(U, axis=1).max()) > 700.0
+    for b0 in range(0, B, rows):
+        Ht = H[b0 : b0 + rows]
+        Zt = U @ Ht.T  # logits, one column per batch row (the faster GEMM layout for small d)
+        if shift:
+            Zt -= Zt.max(axis=0)
+        np.exp(Zt, out=Zt)
+        out += Zt @ (Ht / Zt.sum(axis=0)[:, None])  # softmax normalisation folded into H
+    np.add.at(out, targets, -H)
+    return out / B
 
 
 def gradient_suite(V: int = 64, d: int = 8, *, seed: int = 0) -> dict[str, np.ndarray]:
@@ -223,10 +308,25 @@ def gradient_suite(V: int = 64, d: int = 8, *, seed: int = 0) -> dict[str, np.nd
     V, d : int
         Vocabulary and hidden size (``V >= 3``).
     seed : int
+        Seed of the generator; the same seed gives the same cases.
 
     Returns
     -------
     dict name -> (V, d) ndarray
+
+    Notes
+    -----
+    The cross-entropy case is accumulated over tiles of the batch, in memory
+    ``O((V + B) d)`` plus a tile of about 4M logits; ``V = 20000`` (a batch of
+    80,000) takes a few seconds.
+
+    Examples
+    --------
+    >>> cases = gradient_suite(16, 4, seed=1)
+    >>> list(cases)
+    ['gaussian', 'rank one', 'low rank (4)', 'cross-entropy (Zipf)', 'simplex worst case']
+    >>> bool(abs(cases["cross-entropy (Zipf)"].sum(axis=0)).max() < 1e-15)
+    True
     """
     V = _v.integer(V, "V", minimum=3)
     d = _v.integer(d, "d", minimum=1)
@@ -242,15 +342,10 @@ def gradient_suite(V: int = 64, d: int = 8, *, seed: int = 0) -> dict[str, np.nd
     B = 4 * V
     H = rng.standard_normal((B, d))
     U = rng.standard_normal((V, d)) / math.sqrt(d)
-    Z = H @ U.T
-    P = np.exp(Z - Z.max(axis=1, keepdims=True))
-    P /= P.sum(axis=1, keepdims=True)
     ranks = np.arange(1, V + 1)
     w = ranks ** -1.1
     targets = rng.choice(V, size=B, p=w / w.sum())
-    Y = np.zeros((B, V))
-    Y[np.arange(B), targets] = 1.0
-    CE = (P - Y).T @ H / B
+    CE = _cross_entropy_gradient(H, U, targets)
     cases["cross-entropy (Zipf)"] = CE - CE.mean(axis=0)  # zero column sums exactly, not just to rounding
     kk = min(d, V - 1)
     E = np.eye(kk + 1) - 1.0 / (kk + 1)
@@ -261,8 +356,24 @@ def gradient_suite(V: int = 64, d: int = 8, *, seed: int = 0) -> dict[str, np.nd
     return cases
 
 
-def bench_updates(*, rules=None, cases=None, V=64, d=8, seed=0, tol=1e-9):
+def _takes_tension(rule) -> bool:
+    try:
+        params = inspect.signature(rule).parameters
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        return False
+    p = params.get("tension")
+    return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+
+
+def bench_updates(*, rules=None, cases=None, V=64, d=8, seed=0, tol=1e-9, max_iter=200, verbose=False,
+                  on_case=None):
     """Run update rules over gradient cases; one :class:`UpdateReport` per pair.
+
+    ``min_tension`` is solved once per case; the report of every rule reuses
+    it, and so does a rule that accepts a ``tension`` keyword (the exact
+    rule of :func:`update_rules`).  Each rule is called on its own copy of
+    the gradient, so a rule that writes into its argument cannot change the
+    gradient it is judged against.
 
     Parameters
     ----------
@@ -271,20 +382,52 @@ def bench_updates(*, rules=None, cases=None, V=64, d=8, seed=0, tol=1e-9):
         return NumPy arrays or CPU DLPack arrays (torch tensors).
     cases : dict name -> (V, d) array, optional
         Zero-sum gradients; defaults to :func:`gradient_suite` ``(V, d, seed)``.
+    V, d, seed : int
+        Passed to :func:`gradient_suite` when ``cases`` is not given.
+    tol, max_iter, verbose
+        Passed to :func:`min_tension` (certified relative gap, outer
+        iterations, solver progress on stderr); a miss raises its
+        :class:`SolverError`, with the best certificate as ``.result`` and
+        the case named in a note (``exc.__notes__``).
+    on_case : callable, optional
+        Called as ``on_case(done, total, name)`` after each case (progress).
 
     Returns
     -------
     list of (case, rule, UpdateReport)
+
+    Raises
+    ------
+    TypeError
+        A rule is not callable.
+    SolverError
+        ``min_tension`` missed ``tol`` within ``max_iter`` on a case.
+
+    Examples
+    --------
+    >>> rows = bench_updates(V=6, d=2, rules={"RowNorm": rownorm_update})
+    >>> [(case, rule) for case, rule, _ in rows][:2]
+    [('gaussian', 'RowNorm'), ('rank one', 'RowNorm')]
     """
     rules = update_rules() if rules is None else dict(rules)
+    for rname, rule in rules.items():
+        if not callable(rule):
+            raise TypeError(f"rule {rname!r} is not callable")
     cases = gradient_suite(V, d, seed=seed) if cases is None else dict(cases)
     out = []
-    for cname, G in cases.items():
-        Gn = _v.matrix(G, f"cases[{cname!r}]")
-        ten = min_tension(Gn, tol=tol)
+    for done, (cname, G) in enumerate(cases.items(), start=1):
+        Gn = _v.matrix(G, f"cases[{cname!r}]").copy()
+        Gn.setflags(write=False)  # the bench's own copy, read-only
+        try:
+            ten = min_tension(Gn, tol=tol, max_iter=max_iter, verbose=verbose)
+        except SolverError as exc:
+            exc.add_note(f"bench_updates: case {cname!r}")
+            raise
         for rname, rule in rules.items():
-            if not callable(rule):
-                raise TypeError(f"rule {rname!r} is not callable")
-            S = _v.to_numpy(rule(Gn), f"rule {rname!r} output")
+            Gr = Gn.copy()  # the rule's own, writable copy
+            S = rule(Gr, tension=ten) if _takes_tension(rule) else rule(Gr)
+            S = _v.to_numpy(S, f"rule {rname!r} output")
             out.append((cname, rname, evaluate_update(Gn, S, tension=ten)))
+        if on_case is not None:
+            on_case(done, len(cases), cname)
     return out

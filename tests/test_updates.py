@@ -10,7 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hilbertgeom as hg
+from hilbertgeom.tolerances import tolerance
 from hilbertgeom import cli
+
+EXACT = tolerance("exact")
 
 
 def centered(rng, V, d):
@@ -114,3 +117,190 @@ def test_bench_updates_cli(capsys):
     assert cli.main(["bench-updates", "--V", "10", "--d", "3"]) == 0
     out = capsys.readouterr().out
     assert "simplex worst case" in out and "polar (Muon)" in out and "exact (D steepest)" in out
+
+
+# --------------------------------------------------------------------------- the worst-case row
+@pytest.mark.parametrize("V, d", [(64, 8), (12, 3), (5, 8)])
+def test_simplex_worst_case_projected_rownorm_row_closed_form(V, d):
+    """The bench's "simplex worst case / projected RowNorm" row against its closed form.
+
+    G: the k + 1 vertices of a centred regular simplex (k = min(d, V - 1), rows of
+    norm sqrt(k/(k+1)), pairwise sqrt(2)) plus V - k - 1 zero rows.  Projected
+    RowNorm at eta = 1 keeps the zero rows at 0 and sends vertex i to -u_i/2 with
+    u_i = g_i/||g_i|| (the unit vertices already sum to 0).  Hence
+      D(S)     = max(|u_i - u_j|/2, |u_i|/2) = sqrt(2 (k+1)/k)/2 = sqrt((k+1)/(2k)),
+      decrease = sum_i ||g_i|| / 2 = sqrt(k (k+1))/2,
+      T(G)     = J_k sum_i ||g_i|| = sqrt(k/(2(k+1))) sqrt(k (k+1)) = k/sqrt(2)  (I14,
+                 zero rows sit at the circumcentre, within J_k <= 1 of every vertex),
+    and the ratio decrease / (D T) = 1: per unit diameter projected RowNorm is the
+    exact steepest direction here (at equal eta it keeps sqrt((k+1)/(2k)), I16).
+    Zero rows whose centring noise is scaled to unit length (the bug of issue 10)
+    give a larger D and a ratio below 1."""
+    k = min(d, V - 1)
+    case = {"simplex worst case": hg.gradient_suite(V, d)["simplex worst case"]}
+    ((_, _, rep),) = hg.bench_updates(cases=case, rules={"projected RowNorm": hg.update_rules()["projected RowNorm"]})
+    assert rep.diameter == pytest.approx(math.sqrt((k + 1) / (2 * k)), rel=EXACT.rtol)
+    assert rep.decrease == pytest.approx(math.sqrt(k * (k + 1)) / 2, rel=EXACT.rtol)
+    solver = 1e-9  # the bench's certified relative gap (tol=1e-9)
+    assert rep.tension == pytest.approx(k / math.sqrt(2), rel=solver)
+    assert rep.decrease_ratio == pytest.approx(1.0, abs=solver)
+    lo, hi = rep.decrease_ratio_bounds
+    assert lo <= 1.0 + EXACT.rtol and hi >= 1.0 - EXACT.rtol  # the certified bracket holds the exact 1
+
+
+def test_simplex_worst_case_row_in_the_cli_table(capsys):
+    """The shipped table (defaults V = 64, d = 8, tol 1e-8): ratio 1.00000000, D = 0.75 = sqrt(9/16)."""
+    assert cli.main(["bench-updates"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("simplex worst case") and "projected RowNorm" in ln]
+    cells = line.split()
+    assert cells[-4] == "1.00000000" and float(cells[-2]) == pytest.approx(0.75, rel=1e-3)
+
+
+# --------------------------------------------------------------------------- the bench's hygiene
+def test_bench_rule_writing_into_its_argument_cannot_change_the_gradient():
+    """A rule that scales its argument in place (and returns it) is judged against the
+    untouched G: the same report as the rule that copies first (a ratio above 1, as
+    the 1.43 of issue 14, is impossible)."""
+    def in_place(G):
+        G *= -0.5
+        return G
+
+    def copying(G):
+        return G * -0.5
+
+    cases = {n: G for n, G in hg.gradient_suite(10, 3, seed=2).items() if n in ("gaussian", "rank one")}
+    kept = {name: G.copy() for name, G in cases.items()}
+    a = hg.bench_updates(cases=cases, rules={"r": in_place})
+    b = hg.bench_updates(cases=cases, rules={"r": copying})
+    for (ca, _, ra), (cb, _, rb) in zip(a, b, strict=True):
+        assert ca == cb and ra == rb, ca
+        assert ra.decrease_ratio <= 1.0 + 1e-9
+    for name, G in cases.items():
+        np.testing.assert_array_equal(G, kept[name])
+
+
+def test_bench_solves_each_case_once(monkeypatch):
+    """One certified min_tension per case: the exact rule reuses it (tension=), and so
+    does every report; a solve per rule, or a second one for the exact rule, fails."""
+    from hilbertgeom import tension as tension_pkg
+    from hilbertgeom import updates
+
+    calls = []
+    real = tension_pkg.min_tension
+
+    def counting(G, /, **kw):
+        calls.append(G.shape)
+        return real(G, **kw)
+
+    monkeypatch.setattr(updates, "min_tension", counting)
+    for mod in {tension_pkg, *(m for m in (getattr(tension_pkg, n, None) for n in dir(tension_pkg))
+                                if getattr(m, "min_tension", None) is real and hasattr(m, "__file__"))}:
+        monkeypatch.setattr(mod, "min_tension", counting)
+    rows = hg.bench_updates(V=10, d=3)
+    assert len(calls) == 5 == len({c for c, _, _ in rows})
+    exact = [r for _, name, r in rows if name == "exact (D steepest)"]
+    assert all(r.decrease_ratio == pytest.approx(1.0, abs=1e-9) for r in exact)
+
+
+def test_bench_progress_callback_and_solver_options():
+    seen = []
+    hg.bench_updates(V=6, d=2, rules={"Sign": hg.sign_update}, on_case=lambda *a: seen.append(a))
+    assert seen == [(1, 5, "gaussian"), (2, 5, "rank one"), (3, 5, "low rank (4)"),
+                    (4, 5, "cross-entropy (Zipf)"), (5, 5, "simplex worst case")]
+    with pytest.raises(hg.SolverError, match="inaccurate") as err:
+        hg.bench_updates(V=40, d=6, tol=1e-15, max_iter=1, rules={"Sign": hg.sign_update})
+    r = err.value.result
+    assert r.value <= r.flow.cost  # the best certified bracket travels with the error
+
+
+# --------------------------------------------------------------------------- the cross-entropy case
+def _dense_cross_entropy(V, d, seed):
+    """Brute force: the suite's draws, then the dense (B, V) softmax and one-hot."""
+    rng = np.random.default_rng(seed)
+    rng.standard_normal((V, d)), rng.standard_normal(V), rng.standard_normal(d)
+    k = min(4, d, V - 1)
+    rng.standard_normal((V, k)), rng.standard_normal((k, d))
+    B = 4 * V
+    H = rng.standard_normal((B, d))
+    U = rng.standard_normal((V, d)) / math.sqrt(d)
+    w = np.arange(1, V + 1) ** -1.1
+    targets = rng.choice(V, size=B, p=w / w.sum())
+    Z = H @ U.T
+    P = np.exp(Z - Z.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    Y = np.zeros((B, V))
+    Y[np.arange(B), targets] = 1.0
+    G = (P - Y).T @ H / B
+    return G - G.mean(axis=0)
+
+
+@pytest.mark.parametrize("V, d", [(3, 1), (50, 4), (301, 7)])
+def test_cross_entropy_case_matches_the_dense_formula(V, d):
+    G = hg.gradient_suite(V, d, seed=5)["cross-entropy (Zipf)"]
+    R = _dense_cross_entropy(V, d, 5)
+    np.testing.assert_allclose(G, R, rtol=0, atol=EXACT.rtol * np.abs(R).max())
+
+
+def test_cross_entropy_case_in_tiles_of_the_batch(monkeypatch):
+    """Many tiles (one batch row each) give the dense answer; memory stays far below
+    the (B, V) matrices (V = 3000: B = 12,000, a dense P alone would be 288 MB)."""
+    import tracemalloc
+
+    from hilbertgeom import updates
+
+    monkeypatch.setattr(updates, "_CE_TILE", 1)
+    G = hg.gradient_suite(40, 3, seed=1)["cross-entropy (Zipf)"]
+    np.testing.assert_allclose(G, _dense_cross_entropy(40, 3, 1), rtol=0, atol=EXACT.rtol * np.abs(G).max())
+    monkeypatch.undo()
+    tracemalloc.start()
+    try:
+        hg.gradient_suite(3000, 4, seed=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, peak
+
+
+# --------------------------------------------------------------------------- evaluate_update is never NaN
+def test_evaluate_update_is_scale_free_and_finite(rng):
+    """rho(a G, b S) = rho(G, S) for powers of two a, b (rho is homogeneous of degree 0
+    in each): the same number from subnormal to near-overflow magnitudes.  T(a G) =
+    a T(G) is passed as the solve rescaled exactly, so only evaluate_update is tested;
+    S is compared after its own rounding (a subnormal S keeps only a few bits)."""
+    from dataclasses import replace
+
+    G = centered(rng, 8, 3)
+    S = hg.projected_rownorm(G)
+    ten = hg.min_tension(G, tol=1e-10)
+    for eg in (-1000, -300, 0, 300, 1000):
+        Ga = np.ldexp(G, eg)
+        tena = replace(ten, value=math.ldexp(ten.value, eg),
+                       flow=replace(ten.flow, cost=math.ldexp(ten.flow.cost, eg)))
+        for es in (-1070, -300, 0, 300, 1020):
+            Sb = np.ldexp(S, es)
+            ref = hg.evaluate_update(G, np.ldexp(Sb, -es), tension=ten)  # exact: S as rounded at 2^es
+            rep = hg.evaluate_update(Ga, Sb, tension=tena)
+            for x in (rep.decrease_ratio, *rep.decrease_ratio_bounds, rep.separation_ratio, rep.column_sum):
+                assert math.isfinite(x), (eg, es)
+            assert rep.decrease_ratio == pytest.approx(ref.decrease_ratio, rel=EXACT.rtol), (eg, es)
+            assert rep.decrease_ratio_bounds == pytest.approx(ref.decrease_ratio_bounds, rel=EXACT.rtol)
+            assert rep.separation_ratio == pytest.approx(ref.separation_ratio, rel=EXACT.rtol), (eg, es)
+            if abs(eg + es) < 1000:  # -<G,S> and D(S) themselves representable
+                assert rep.decrease == pytest.approx(math.ldexp(ref.decrease, eg + es), rel=EXACT.rtol)
+            if abs(es) < 1000:
+                assert rep.diameter == pytest.approx(math.ldexp(ref.diameter, es), rel=EXACT.rtol)
+
+
+def test_evaluate_update_shift_and_zero_cases(rng):
+    G = centered(rng, 6, 2)
+    ten = hg.min_tension(G, tol=1e-10)
+    const = np.ones((6, 2)) * 1e300  # a common shift: D = 0, no decrease
+    rep = hg.evaluate_update(G, const, tension=ten)
+    assert rep.decrease_ratio == 0.0 and rep.diameter == 0.0 and rep.decrease_ratio_bounds == (0.0, 0.0)
+    S = hg.steepest_descent(G, eta=1.0, tension=ten)
+    shifted = hg.evaluate_update(G, S + 1e200, tension=ten)  # entries beyond 1e200 * 1e300 overflow in <G,S>
+    assert math.isfinite(shifted.decrease_ratio) and math.isfinite(shifted.decrease)
+    Z = np.zeros((6, 2))
+    rep0 = hg.evaluate_update(Z, S)
+    assert rep0.decrease_ratio == 0.0 and rep0.tension == 0.0
