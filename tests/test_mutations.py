@@ -289,3 +289,11 @@ def test_the_unmutated_library_passes_the_same_rows():
     """The control: without a plant, the same quick rows pass (so a FAIL above is the plant's)."""
     rows = proofs.run(only=sorted({ident for _, ident, _ in MUTATIONS}), quick=True, seed=0)
     assert all(r.passed for r in rows), [(r.identity, r.detail) for r in rows if not r.passed]
+
+
+def test_hilbertgeom_verify_exits_nonzero_on_a_planted_bug(monkeypatch, capsys):
+    from hilbertgeom import cli
+
+    _wrap("cross_entropy_backward_bound", _doubled)(monkeypatch)
+    assert cli.main(["verify", "--quick", "--only", "I8"]) == 1
+    assert "FAIL I8" in capsys.readouterr().out
