@@ -1,12 +1,24 @@
-"""The scalable equalizer at vocabulary-like size, against its starting point.
+"""Equalization benchmarks: the scalable equalizer, the certified equalized
+descent, and the memory model behind its size guard.
 
-Projected RowNorm (the peer, the cheap rule the equalizer starts from) and
-`equalize_rows` in the same run: smallest/largest row separation ratio,
-decrease per unit diameter relative to RowNorm, and time.  The peer's time
-is one projected-RowNorm evaluation plus the two exact kernels that measure it.
+Default: `equalize_rows` at vocabulary-like size against its starting point,
+projected RowNorm (the peer, the cheap rule it starts from), in the same run:
+smallest/largest row separation ratio, decrease per unit diameter relative to
+RowNorm, and time.  The peer's time is one projected-RowNorm evaluation plus
+the two exact kernels that measure it.
 
-    python benchmarks/bench_equalizer.py          # V = 4096, d = 64 (~1 minute)
-    python benchmarks/bench_equalizer.py --quick  # V = 512, d = 16
+`--exact`: `equalized_descent` (Shor SDP + convex-concave local search)
+against the previous approach (the same SDP, then SLSQP from the relaxation,
+RowNorm and four random starts) and against the cvxpy SDP alone, in the same
+run: time, ratio and certified relative gap.
+
+`--memory`: the size guard's estimate of the SDP's memory need against the
+peak resident memory measured in a fresh process per size.
+
+    python benchmarks/bench_equalizer.py            # V = 4096, d = 64 (~1 minute)
+    python benchmarks/bench_equalizer.py --quick    # V = 512, d = 16
+    python benchmarks/bench_equalizer.py --exact    # V = 10..40 (~3 minutes)
+    python benchmarks/bench_equalizer.py --memory   # V = 10..80 (~2 minutes)
 """
 
 from __future__ import annotations
@@ -14,19 +26,25 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
+import sys
 import time
 
 import numpy as np
 
 import hilbertgeom as hg
+from hilbertgeom import equalize as eq
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    V, d = (512, 16) if args.quick else (4096, 64)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; numpy {np.__version__}; V = {V}, d = {d}")
+def machine() -> str:
+    mem = eq._physical_memory()
+    return (f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+            f"{mem / 2**30:.0f} GiB; numpy {np.__version__}" if mem else f"machine: {platform.machine()}")
+
+
+def bench_rows(quick: bool) -> None:
+    V, d = (512, 16) if quick else (4096, 64)
+    print(f"{machine()}; V = {V}, d = {d}")
     for name, G in hg.gradient_suite(V, d, seed=0).items():
         if name in ("simplex worst case", "rank one"):
             # rank one: RowNorm rows sit on two points (equal up to rounding), so every
@@ -42,6 +60,100 @@ def main() -> None:
         print(f"{name:<22} separation ratio {rn_ratio:.4f} -> {r.separation_ratio:.4f}   "
               f"efficiency {r.relative_efficiency:.4f}   time {t_eq:6.1f} s vs RowNorm {t_rn:5.2f} s "
               f"(ratio {t_eq / t_rn:.0f}x)   iterations {r.iterations}")
+
+
+def _slsqp_repair(G, S0, delta):
+    """The previous local search (SLSQP on squared pair distances, dense Jacobians)."""
+    from scipy.optimize import minimize
+
+    V, d = G.shape
+    target = delta * (1 + 1e-6)
+    sq, jac_sq = eq._pair_squares(V, d)
+    cons = [
+        {"type": "ineq", "fun": lambda x: 1.0 - sq(x), "jac": lambda x: -jac_sq(x)},
+        {"type": "eq", "fun": lambda x: x.reshape(V, d).sum(axis=0), "jac": lambda x: np.tile(np.eye(d), (1, V))},
+        {"type": "ineq", "fun": lambda x: sq(x) - target**2, "jac": jac_sq},
+    ]
+    res = minimize(lambda x: float(np.sum(G.ravel() * x)), S0.ravel(), jac=lambda x: G.ravel(),
+                   method="SLSQP", constraints=cons, options={"maxiter": 500, "ftol": 1e-14})
+    S = eq._fit_diameter(res.x.reshape(V, d), 1.0)
+    if hg.row_diameter(S) <= 1.0 and hg.closest_pair(S).distance >= delta:
+        return -float(np.sum(G * S))
+    return None
+
+
+def previous(G, delta):
+    """The previous equalized_descent: SDP, then SLSQP from six starts."""
+    X = G / np.ldexp(1.0, eq._pow2_exponent(float(np.abs(G).max())))
+    up, S_sdp = eq._shor_sdp(X, delta, 1.0)
+    rng = np.random.default_rng(0)
+    starts = [S_sdp, hg.projected_rownorm(X, eta=1.0)]
+    for _ in range(4):
+        R = rng.standard_normal(X.shape)
+        starts.append((R - R.mean(axis=0)) / hg.row_diameter(R))
+    lows = [v for v in (_slsqp_repair(X, S0, delta) for S0 in starts) if v is not None]
+    return up, max(lows) if lows else -np.inf
+
+
+def bench_exact() -> None:
+    print(f"{machine()}; equalized_descent (ours) vs the previous SLSQP local search and the SDP alone")
+    for V, d, delta in ((10, 3, 0.3), (10, 3, 0.5), (20, 16, 0.3), (20, 16, 0.85), (40, 16, 0.3)):
+        G = np.random.default_rng(1).standard_normal((V, d))
+        G -= G.mean(axis=0)
+        X = G / np.ldexp(1.0, eq._pow2_exponent(float(np.abs(G).max())))
+        t0 = time.perf_counter()
+        eq._shor_sdp(X, delta, 1.0)
+        t_sdp = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        r = hg.equalized_descent(G, delta=delta, verbose=False)
+        t_ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        up, low = previous(G, delta)
+        t_prev = time.perf_counter() - t0
+        print(f"V = {V:3d}, d = {d:2d}, delta = {delta:.2f}:  ours {t_ours:6.1f} s (gap {r.gap / r.upper:.1e}, "
+              f"{r.status})   previous {t_prev:6.1f} s (gap {(up - low) / up:.1e})   ratio {t_prev / t_ours:5.1f}x   "
+              f"SDP alone {t_sdp:5.1f} s (ours / SDP {t_ours / t_sdp:.1f})", flush=True)
+
+
+_MEASURE = """
+import resource, sys, numpy as np
+from hilbertgeom import equalize as eq
+V, d = int(sys.argv[1]), int(sys.argv[2])
+G = np.random.default_rng(1).standard_normal((V, d)); G -= G.mean(axis=0)
+eq._shor_sdp(G[:2], 0.3, 1.0)  # imports and solver libraries loaded before the baseline
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+eq._shor_sdp(G, 0.3, 1.0)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
+"""
+
+
+def bench_memory() -> None:
+    print(f"{machine()}; Shor SDP memory: size-guard estimate vs measured peak (ru_maxrss, fresh process)")
+    for V, d in ((10, 16), (20, 16), (30, 3), (30, 16), (40, 16), (20, 64), (60, 16), (80, 16)):
+        G = np.random.default_rng(1).standard_normal((V, d))
+        r, _ = eq._rank_basis(G - G.mean(axis=0))
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", _MEASURE, str(V), str(d)], capture_output=True, text=True,
+                             check=True)
+        peak = int(out.stdout.split()[-1])
+        est = eq._shor_memory(V, r)
+        print(f"V = {V:3d}, d = {d:2d} (rank {r:2d}, block {V + r:3d}):  estimate {eq._bytes(est):>8}   "
+              f"measured {eq._bytes(peak):>8}   estimate / measured {est / max(peak, 1):.2f}   "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="V = 512, d = 16 for the scalable equalizer")
+    ap.add_argument("--exact", action="store_true", help="equalized_descent vs the previous local search")
+    ap.add_argument("--memory", action="store_true", help="size-guard estimate vs measured peak memory")
+    args = ap.parse_args()
+    if args.exact:
+        bench_exact()
+    elif args.memory:
+        bench_memory()
+    else:
+        bench_rows(args.quick)
 
 
 if __name__ == "__main__":

@@ -370,3 +370,159 @@ def test_updates_never_exceed_eta_by_rounding():
     G = _grad(7, 50, 3)
     r = hg.equalize_rows(G, eta=0.7, iters=15)
     assert hg.row_diameter(r.update) <= 0.7
+
+
+# ---------------------------------------------------------------- size guard and local search
+def _readme_grad():
+    G = np.random.default_rng(1).standard_normal((500, 16))
+    return G - G.mean(axis=0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda G: hg.equalized_descent(G, delta=0.3),
+    lambda G: hg.equalization_frontier(G, [0.0, 0.3]),
+    lambda G: hg.max_separation_at_decrease(G, eps=0.05),
+], ids=["equalized_descent", "equalization_frontier", "max_separation_at_decrease"])
+def test_size_guard_raises_before_any_solve(call, monkeypatch):
+    """The README's 500 x 16 gradient used to abort the interpreter (a 142 GB allocation
+    inside the conic solver); now a ValueError names the need, the limit and the way out,
+    and nothing is solved or allocated on the way."""
+    import tracemalloc
+
+    from hilbertgeom import equalize, tension
+
+    def forbidden(*a, **k):
+        raise AssertionError("a solver ran before the size guard")
+
+    monkeypatch.setattr(equalize, "_shor_sdp", forbidden)
+    monkeypatch.setattr(equalize, "_ccp", forbidden)
+    monkeypatch.setattr(tension, "min_tension", forbidden)
+    G = _readme_grad()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"V = 500 rows \(rank 16\) is too large for the Shor SDP: "
+                                             r"its 516-square PSD block .* need about 1\.07 TB, above the limit "
+                                             r"of .*equalize_rows"):
+            call(G)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20  # a few copies of G and an SVD, no solver workspace
+
+
+def test_size_guard_follows_the_memory_model():
+    """The estimate is the closed form 60 t^2 + 25 kB * pairs + 4 MiB, t = (V+r)(V+r+1)/2;
+    max_memory moves the limit both ways."""
+    from hilbertgeom.equalize import _shor_memory
+
+    V, r = 500, 16
+    t = (V + r) * (V + r + 1) // 2
+    assert t == 133386 and 8 * t * t == 142334599968  # the allocation in the bug report: one dense block
+    assert _shor_memory(V, r) == 60 * t * t + 25_000 * (V * (V - 1) // 2) + 4 * 2**20
+    G = _grad(12, 12, 3)
+    need = _shor_memory(12, 3)
+    with pytest.raises(ValueError, match=r"need about 6\.71 MB, above the limit of 1 kB \(max_memory\)"):
+        hg.equalized_descent(G, delta=0.3, max_memory=1000)
+    with pytest.raises(ValueError, match="above the limit"):
+        hg.equalized_descent(G, delta=0.3, max_memory=need - 1)
+    assert hg.equalized_descent(G, delta=0.3, max_memory=need).update is not None
+    # delta = 0 (min_tension) and a proven-infeasible delta need no SDP: no guard
+    assert hg.equalized_descent(G, delta=0.0, max_memory=1).status == "optimal"
+    assert hg.equalized_descent(G, delta=0.99, max_memory=1).status == "infeasible"
+    with pytest.raises(ValueError, match="max_memory must be >= 1"):
+        hg.equalized_descent(G, delta=0.3, max_memory=0)
+
+
+def test_memory_estimate_against_measured_peak():
+    """The estimate is checked against the peak resident memory of a fresh process
+    (ru_maxrss, which sees the Rust solver's allocations; tracemalloc would not)."""
+    import subprocess
+    import sys
+
+    from hilbertgeom.equalize import _shor_memory
+
+    code = (
+        "import resource, numpy as np\n"
+        "from hilbertgeom import equalize as eq\n"
+        "G = np.random.default_rng(1).standard_normal((34, 14)); G -= G.mean(axis=0)\n"
+        "eq._shor_sdp(G[:2], 0.3, 1.0)\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "eq._shor_sdp(G, 0.3, 1.0)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    measured = int(out.stdout.split()[-1])
+    ratio = _shor_memory(34, 14) / measured
+    assert 0.8 <= ratio <= 3.0, (measured, ratio)  # neither below the need nor wildly above it
+
+
+def _exact_feasible(S, eta, delta):
+    """D(S) <= eta and every pair >= delta eta, in exact rational arithmetic."""
+    from fractions import Fraction
+
+    F = [[Fraction(float(x)) for x in row] for row in np.asarray(S)]
+    d2 = [sum((a - b) ** 2 for a, b in zip(F[i], F[j])) for i in range(len(F)) for j in range(i)]
+    return max(d2) <= Fraction(eta) ** 2 and min(d2) >= (Fraction(delta) * Fraction(eta)) ** 2
+
+
+@pytest.mark.parametrize("V,d,delta,eta", [(12, 3, 0.3, 1.5), (12, 3, 0.45, 0.7), (16, 8, 0.6, 1.0)])
+def test_mid_size_bracket_with_exact_rechecks(V, d, delta, eta):
+    G = _grad(20 + V + d, V, d)
+    r = hg.equalized_descent(G, delta=delta, eta=eta)
+    assert r.update is not None and r.status in ("optimal", "feasible")
+    S = r.update
+    assert _exact_feasible(S, eta, delta)
+    assert np.abs(S.sum(axis=0)).max() <= 1e-12 * eta * V
+    assert r.lower == pytest.approx(-math.fsum((G * S).ravel()), rel=1e-12)
+    assert r.lower <= r.upper
+    T = hg.min_tension(G, tol=1e-10)
+    assert r.upper <= eta * T.flow.cost * (1 + 1e-6)  # the relaxation is below the delta = 0 optimum
+    assert r.separation == hg.closest_pair(S).distance
+
+
+def test_bracket_closes_where_the_relaxation_is_tight():
+    """Sharpness: V = 20 in R^16 at delta = 0.3 the relaxation's S is already separated,
+    and the local search must reach the SDP bound (certified gap within tolerance)."""
+    from hilbertgeom.tolerances import tolerance
+
+    G = _grad(1, 20, 16)
+    r = hg.equalized_descent(G, delta=0.3)
+    assert r.status == "optimal"
+    assert r.gap <= tolerance("solver").rtol * r.upper
+    assert _exact_feasible(r.update, 1.0, 0.3)
+
+
+def test_relaxation_in_the_row_space_equals_the_full_relaxation():
+    """Reducing the SDP to the rank r of G (block V + r instead of V + d) loses nothing:
+    compared with the Shor SDP written out in all d coordinates."""
+    import cvxpy as cp
+
+    from hilbertgeom.equalize import _rank_basis, _shor_sdp
+
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((8, 2)) @ rng.standard_normal((2, 6))
+    G -= G.mean(axis=0)
+    assert _rank_basis(G)[0] == 2
+    delta, V, d = 0.4, 8, 6
+    iu, ju = np.triu_indices(V, 1)
+    S = cp.Variable((V, d))
+    X = cp.Variable((V, V), symmetric=True)
+    dist = cp.diag(X)[iu] + cp.diag(X)[ju] - 2 * X[iu, ju]
+    full = cp.Problem(cp.Maximize(-cp.sum(cp.multiply(G, S))),
+                      [cp.bmat([[np.eye(d), S.T], [S, X]]) >> 0, cp.sum(S, axis=0) == 0,
+                       X @ np.ones(V) == 0, dist <= 1, dist >= delta**2])
+    full.solve(solver=cp.CLARABEL)
+    up, S_r = _shor_sdp(G, delta, 1.0)
+    assert up == pytest.approx(full.value, rel=1e-6)
+    assert up >= full.value * (1 - 1e-7)
+    assert S_r.shape == (V, d) and hg.row_diameter(S_r) <= 1 + 1e-6
+
+
+def test_progress_lines_on_stderr(capsys):
+    G = _grad(2, 8, 2)
+    hg.equalized_descent(G, delta=0.3)  # small: quiet by default
+    assert capsys.readouterr().err == ""
+    hg.equalized_descent(G, delta=0.3, verbose=True)
+    err = capsys.readouterr().err
+    assert "Shor SDP with a 10-square PSD block" in err and "Shor SDP done: upper" in err
+    assert "start 1/2 (relaxation): lower" in err
