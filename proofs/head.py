@@ -172,6 +172,9 @@ def _i8(pf: Proof, rng, quick, seed):
     rhs = sum(rp[i] * rm2[j] * (xs[i] - ys[j]) for i in range(3) for j in range(2)) / m
     pf.zero("S^T r = (1/m) sum_ij r+_i r-_j (s_i - s_j)", lhs - rhs)
     pf.zero("sum_ij r+_i r-_j / m = m (the weights' total)", sum(rp[i] * rm2[j] for i in range(3) for j in range(2)) / m - m)
+    # any supports: the double sum factors, sum_ij r+_i r-_j (s_i - t_j) = (sum_j r-_j) A - (sum_i r+_i) B
+    mA, mB, mm = sp.symbols("A B m", real=True)  # A = sum r+_i s_i, B = sum r-_j t_j, m = both totals
+    pf.zero("any supports: (1/m)(m A - m B) = A - B = S^T r", (mm * mA - mm * mB) / mm - (mA - mB))
     for V in (3, 5):
         p = sp.symbols(f"p1:{V}", nonnegative=True)  # the non-target probabilities; p_c = 1 - sum p
         pc = 1 - sum(p)
