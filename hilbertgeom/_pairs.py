@@ -386,3 +386,137 @@ def brute_pair(X, xp, metric: str, mode: str, tile: int, chunk: int) -> Pair:
                     best, best_key = v, key
     i, j = divmod(best_key, V)
     return Pair(best, int(i), int(j))
+
+
+# --------------------------------------------------------------------------- shared tiled distances
+class TileBlock(NamedTuple):
+    """One block of :func:`sq_distance_tiles`: rows ``rows_a`` against ``rows_b``.
+
+    ``D2[p, q]`` is the GEMM-computed squared distance of rows ``rows_a[p]``
+    and ``rows_b[q]`` of ``X``; ``E[p, q]`` bounds its error,
+    ``|D2 - ||x_a - x_b||^2| <= E`` in real arithmetic on the float64 rows;
+    ``keep`` is ``None`` or, on a diagonal block, the mask of the pairs
+    ``p < q`` (each unordered pair is visited once).
+    """
+
+    rows_a: object
+    rows_b: object
+    D2: object
+    E: object
+    keep: object
+
+
+def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, order=None):
+    """All pairs of rows of ``X`` as GEMM-screened ``tile x tile`` blocks with a
+    per-pair error bound -- the one tiled-distance loop of the library.
+
+    ``X`` is a finite float64 ``(V, d)`` array of namespace ``xp``.  Rows are
+    visited in ``order`` (default: by decreasing norm, so that blocks hold rows
+    of similar size), and each block pair is *re-centred* on the mean ``c`` of
+    its first block before the GEMM: distances do not change, but the
+    rounding, which scales with the squared norms, now scales with the local
+    spread ``||x - c||``.  Near-coincident rows (the Zipf tail of a head
+    gradient) therefore get a tight bound without any direct recomputation.
+
+    Error bound.  With ``r_i`` the (rounded up) norm of the centred row,
+    ``f = fl(n_i + n_j - 2 fl(x_i . x_j))`` differs from the squared distance
+    of the centred rows by at most ``(gamma_d + 2u)(r_i + r_j)^2`` (Higham,
+    Thm 3.1 for the dot products and norms, one rounding per addition), and
+    the centring ``fl(x - c)`` moves each row by at most ``u r_i``, which
+    changes a squared distance by at most ``2u(r_i + r_j)^2 (1 + u)``.
+    ``E = 2 (gamma_d + 4u)(r_i + r_j)^2`` covers both with a factor 2; an
+    absolute ``8 (d + 2) tiny`` covers underflow (callers scale ``X`` by a
+    power of two to unit size first, so nothing overflows).
+
+    ``reach``: skip block pairs that cannot hold a pair at distance
+    ``> reach``, i.e. ``max_a r + max_b r <= reach (1 - 4 gamma_d)`` (the
+    triangle inequality about ``c``).
+
+    Yields :class:`TileBlock`; only indices and scalars leave the namespace.
+    """
+    V, d = X.shape
+    u, tiny = _finfo(xp, xp.float64)
+    gamma = d * u / (1.0 - d * u)
+    kappa = 2.0 * (gamma + 4.0 * u)
+    floor = 8.0 * (d + 2) * tiny
+    if order is None:
+        nrm = xp.sum(X * X, axis=1)
+        order = xp.argsort(-nrm, stable=True)
+    Xo = xp.take(X, order, axis=0)
+    B = min(max(1, int(tile)), V)
+    ar = xp.arange(B)
+    upper = xp.reshape(ar, (B, 1)) < xp.reshape(ar, (1, B))
+    up = 1.0 + 2.0 * (d + 2) * u  # rounds a computed norm up past the exact one
+    for a in range(0, V, B):
+        A = Xo[a : min(a + B, V), :]
+        c = xp.mean(A, axis=0)
+        Ac = A - c
+        na = xp.sum(Ac * Ac, axis=1)
+        ra = xp.sqrt(na) * up
+        ma = float(xp.max(ra))
+        for b in range(a, V, B):
+            if b == a:
+                Bc, nb, rb = Ac, na, ra
+            else:
+                Bc = Xo[b : min(b + B, V), :] - c
+                nb = xp.sum(Bc * Bc, axis=1)
+                rb = xp.sqrt(nb) * up
+            if reach is not None and ma + float(xp.max(rb)) <= reach * (1.0 - 4.0 * gamma):
+                continue
+            D2 = xp.reshape(na, (-1, 1)) + xp.reshape(nb, (1, -1)) - 2.0 * (Ac @ xp.matrix_transpose(Bc))
+            s = xp.reshape(ra, (-1, 1)) + xp.reshape(rb, (1, -1))
+            E = kappa * (s * s) + floor
+            h, w = D2.shape
+            keep = upper[:h, :w] if b == a else None
+            yield TileBlock(order[a : a + h], order[b : b + w], D2, E, keep)
+
+
+def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
+    """All pairs ``i < j`` with float64 ``||x_i - x_j|| > thr`` (screened with
+    :func:`sq_distance_tiles`, pruned by norms, confirmed with
+    :func:`pair_distance`).  Returns two int64 index arrays of ``xp``."""
+    out_i, out_j = [], []
+    t2 = thr * thr
+    for blk in sq_distance_tiles(X, xp, tile=tile, reach=thr):
+        cand = blk.D2 + blk.E > t2
+        if blk.keep is not None:
+            cand = xp.logical_and(cand, blk.keep)
+        ii, jj = xp.nonzero(cand)
+        if ii.shape[0] == 0:
+            continue
+        gi = xp.astype(xp.take(blk.rows_a, ii), xp.int64)
+        gj = xp.astype(xp.take(blk.rows_b, jj), xp.int64)
+        dist = pair_distance(xp.take(X, gi, axis=0) - xp.take(X, gj, axis=0), xp)
+        ok = dist > thr
+        gi, gj = gi[ok], gj[ok]
+        out_i.append(xp.minimum(gi, gj))
+        out_j.append(xp.maximum(gi, gj))
+    if not out_i:
+        z = xp.zeros((0,), dtype=xp.int64)
+        return z, z
+    return xp.concat(out_i), xp.concat(out_j)
+
+
+def distance_sum_upper(X, xp, *, tile: int = 2048) -> float:
+    """An upper bound on ``sum_{i<j} ||x_i - x_j||`` (real distances of the
+    float64 rows), from :func:`sq_distance_tiles` alone: each pair contributes
+    ``sqrt(max(D2, 0) + E)``; no pair is recomputed directly.
+
+    Rounding of the square roots and of the summation (pairwise within a
+    block, sequential across blocks) is covered by the factor
+    ``1 + (2 log2(tile^2) + nblocks + 8) u``, applied at the end.
+    """
+    V, d = X.shape
+    if V < 2:
+        return 0.0
+    u, _ = _finfo(xp, xp.float64)
+    total, nblocks = 0.0, 0
+    for blk in sq_distance_tiles(X, xp, tile=tile):
+        D2 = blk.D2
+        Dt = xp.sqrt(xp.where(D2 > 0, D2, xp.zeros_like(D2)) + blk.E)
+        if blk.keep is not None:
+            Dt = xp.where(blk.keep, Dt, xp.zeros_like(Dt))
+        total += float(xp.sum(Dt))
+        nblocks += 1
+    B = min(max(1, int(tile)), V)
+    return total * (1.0 + (2.0 * math.log2(max(B * B, 2)) + nblocks + 8.0) * u)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _validate as _v
+from .._pairs import pairs_beyond
 from ..exceptions import SolverError
 from ._results import (
     _U64,
@@ -28,29 +29,11 @@ __all__ = ["min_tension", "steepest_descent"]
 
 
 def _violating_pairs(P: np.ndarray, thr: float, tile: int = 2048):
-    """All pairs i < j with ||p_i - p_j|| > thr (screened by GEMM, confirmed directly)."""
-    V, k = P.shape
-    n = (P * P).sum(axis=1)
-    N = float(n.max()) if V else 0.0
-    slack = 2.0 * (4 * (k + 2) * _U64) * max(N, 1.0) + 1e-12
-    out_i, out_j = [], []
-    for a in range(0, V, tile):
-        A = P[a : a + tile]
-        for b in range(a, V, tile):
-            D2 = n[a : a + tile, None] + n[None, b : b + tile] - 2.0 * (A @ P[b : b + tile].T)
-            if a == b:
-                D2 = np.triu(D2, 1)
-            ii, jj = np.nonzero(D2 > thr * thr - slack)
-            if ii.size:
-                ii = ii + a
-                jj = jj + b
-                z = P[ii] - P[jj]
-                ok = np.einsum("ij,ij->i", z, z) > thr * thr
-                out_i.append(ii[ok])
-                out_j.append(jj[ok])
-    if not out_i:
-        return np.zeros(0, np.intp), np.zeros(0, np.intp)
-    return np.concatenate(out_i), np.concatenate(out_j)
+    """All pairs i < j with ||p_i - p_j|| > thr: the shared tiled-distance primitive
+    (GEMM screening with a per-pair error bound, blocks pruned by norms about
+    their centre, candidates confirmed directly)."""
+    i, j = pairs_beyond(P, np, thr, tile=tile)
+    return i.astype(np.intp), j.astype(np.intp)
 
 
 @dataclass
@@ -60,11 +43,13 @@ class _ALMState:
     I: np.ndarray = field(default_factory=lambda: np.zeros(0, np.intp))
     J: np.ndarray = field(default_factory=lambda: np.zeros(0, np.intp))
     L: np.ndarray | None = None  # multipliers (flows) on (I, J)
+    screens: int = 0
 
     def edges(self, P):
         """Support edges plus every other pair with ||z|| > 1."""
         V, k = P.shape
         vi, vj = _violating_pairs(P, 1.0)
+        self.screens += 1
         L = self.L if self.L is not None else np.zeros((0, k))
         if self.I.size:
             key = vi.astype(np.int64) * V + vj
@@ -87,22 +72,35 @@ class _ALMState:
         return f, grad, Y, v, nv
 
 
-def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
+def _diagonal_preconditioner(Bm, vh, wa, mu, ridge):
+    """Jacobi: the exact diagonal of the generalised Hessian, a ``(V, k)`` array
+    ``sum_e |B_e| ((1 - w_e) + w_e vh_e^2) / mu + ridge``: memory ``O(V k)``,
+    never ``edges x k x k``.  (Measured against the scalar-weighted Laplacian
+    of the active pairs, factorised once per Newton step and shared by all
+    columns: the same number of CG iterations on cross-entropy gradients, at
+    several times the cost per step; see ``docs/theory/tension.md``.)"""
+    diag = np.asarray(abs(Bm) @ (((1.0 - wa) + wa * vh * vh) / mu)) + ridge
+    return lambda R: R / diag
+
+
+def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, deadline: float = math.inf):
     """Semismooth Newton-CG on the ALM subproblem (a piecewise-quadratic, C^1
     convex function): generalised Hessian ``sum_e B_e^T M_e B_e`` over the
-    active pairs, applied matrix-free; Armijo backtracking on the function
-    while it is informative, then on the gradient norm, whose decrease can
-    still be measured once function values stop resolving the progress.
-    Returns the point and whether the gradient norm went down."""
+    active pairs, ``M_e = ((1 - w_e) I + w_e vh_e vh_e^T) / mu``, applied
+    matrix-free; preconditioned by its exact diagonal (memory ``O(V k)``).  Armijo backtracking on the function while it is informative,
+    then on the gradient norm, whose decrease can still be measured once
+    function values stop resolving the progress.  Returns the point and
+    whether the gradient norm went down."""
     from scipy.sparse.linalg import LinearOperator, cg
 
     V, k = P.shape
     I, J, Lm = st.edges(P)
     f, g, _, v, nv = st.evaluate(P, I, J, Lm)
     g0 = float(np.linalg.norm(g))
+    ridge = 1e-10 / st.mu
     for _ in range(max_steps):
         gn = float(np.linalg.norm(g))
-        if gn <= gtol:
+        if gn <= gtol or time.perf_counter() > deadline:
             break
         act = nv > 1.0
         Ia, Ja, va, nva = I[act], J[act], v[act], nv[act]
@@ -110,9 +108,8 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
         wa = (1.0 / nva)[:, None]
         Bm = _incidence(Ia, Ja, V)
         Bt = Bm.T.tocsr()
-        ridge = 1e-10 / st.mu
 
-        def hv(x, Bm=Bm, Bt=Bt, vh=vh, wa=wa):
+        def hv(x, Bm=Bm, Bt=Bt, vh=vh, wa=wa, ridge=ridge):
             X = x.reshape(V, k)
             z = Bt @ X
             proj = np.einsum("ij,ij->i", z, vh)[:, None] * vh
@@ -120,13 +117,8 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
             return (Bm @ w + ridge * X).ravel()
 
         H = LinearOperator((V * k, V * k), matvec=hv, dtype=float)
-        # block-Jacobi preconditioner: the k x k diagonal block of each token
-        Me = ((1.0 - wa[:, 0])[:, None, None] * np.eye(k) + wa[:, :, None] * vh[:, :, None] * vh[:, None, :]) / st.mu
-        absB = abs(Bm)
-        blocks = np.asarray(absB @ Me.reshape(len(Ia), k * k)).reshape(V, k, k) + ridge * np.eye(k)
-        inv = np.linalg.inv(blocks)
-        Mpre = LinearOperator((V * k, V * k), dtype=float,
-                              matvec=lambda x, inv=inv: np.einsum("vij,vj->vi", inv, x.reshape(V, k)).ravel())
+        solve = _diagonal_preconditioner(Bm, vh, wa, st.mu, ridge)
+        Mpre = LinearOperator((V * k, V * k), dtype=float, matvec=lambda x, s=solve: s(x.reshape(V, k)).ravel())
         step, _ = cg(H, -g.ravel(), rtol=min(0.1, math.sqrt(gn)), atol=0.0, maxiter=200, M=Mpre)
         step = step.reshape(V, k)
         slope = float(np.sum(g * step))
@@ -146,11 +138,17 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float):
     return P, float(np.linalg.norm(g)) < g0 or g0 <= gtol  # did it make (or need no) progress
 
 
-def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, mu: float = 0.01,
-               lbfgs_iter: int = 50):
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, deadline: float = math.inf,
+               mu: float = 0.01, lbfgs_iter: int = 50, report_scale: float = 1.0):
     """ALM on the potential form, in the row space of ``G`` and at unit mean
     row norm.  Outer: multipliers (the flow) ``y <- y(Phi)``.  Inner: a short
-    L-BFGS warm-up, then semismooth Newton-CG to rounding level."""
+    L-BFGS warm-up, then semismooth Newton-CG to rounding level.  Returns
+    ``(best certificate in the reduced coordinates, W, scale, k, why)`` with
+    ``why`` one of ``"optimal"``, ``"iteration_limit"``, ``"time_limit"``."""
     from scipy.optimize import minimize
 
     V, d = G.shape
@@ -167,6 +165,8 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, mu: 
     st = _ALMState(G=Cs, mu=mu)
     t0 = time.perf_counter()
     best = None
+    why = "iteration_limit"
+
     def fun(x):
         Px = x.reshape(V, k)
         # the pair set is refreshed at every point: no pair outside it may be violated
@@ -177,29 +177,34 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, mu: 
     for outer in range(1, max_outer + 1):
         if outer == 1 or newton_failed:  # warm-up where Newton has no good start
             res = minimize(fun, P.ravel(), jac=True, method="L-BFGS-B",
-                           options=dict(maxiter=lbfgs_iter, gtol=1e-10, ftol=1e-15, maxcor=20))
+                           options={"maxiter": lbfgs_iter, "gtol": 1e-10, "ftol": 1e-15, "maxcor": 20})
             P = res.x.reshape(V, k)
-        P, progressed = _newton_inner(st, P, max_steps=20, gtol=1e-12 * math.sqrt(V * k))
+        P, progressed = _newton_inner(st, P, max_steps=20, gtol=1e-12 * math.sqrt(V * k), deadline=deadline)
         newton_failed = not progressed
         I, J, Lm = st.edges(P)
-        _, g, Y, _, _ = st.evaluate(P, I, J, Lm)
+        _, _, Y, _, _ = st.evaluate(P, I, J, Lm)
         keep = np.linalg.norm(Y, axis=1) > 0
         st.I, st.J, st.L = I[keep], J[keep], Y[keep]
         cert = _certify(Cs, P, st.I, st.J, st.L, method="alm", centered=False, iterations=outer, tol=tol)
         if best is None or cert.gap < best.gap:
             best = cert
         if verbose:
-            print(f"  alm outer {outer:3d}: lower {cert.value * scale:.12g}  upper {cert.flow.cost * scale:.12g}  "
-                  f"rel gap {cert.relative_gap:.2e}  edges {st.I.size}  {time.perf_counter() - t0:.1f} s",
-                  file=sys.stderr, flush=True)
+            f = scale * report_scale
+            _progress(f"  min_tension outer {outer:3d}: T in [{best.value * f:.12g}, {best.flow.cost * f:.12g}]  "
+                      f"rel gap {best.relative_gap:.2e}  pairs {st.I.size}  screens {st.screens}  "
+                      f"{time.perf_counter() - t0:.1f} s")
         if best.status == "optimal":
+            why = "optimal"
+            break
+        if time.perf_counter() > deadline:
+            why = "time_limit"
             break
         if outer % 8 == 0:
             st.mu *= 0.5  # a stiffer penalty when the multipliers converge slowly
-    return best, W, scale, k
+    return best, W, scale, k, why
 
 
-def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, verbose=None):
+def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, time_limit=None, verbose=None):
     r"""Exact minimum tension ``T(G)`` with a certificate (identities I10--I13).
 
     .. math::
@@ -218,20 +223,31 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     method : {"auto", "alm", "cvxpy-potential", "cvxpy-flow"}
         ``alm`` (the default for ``auto``): an augmented-Lagrangian method on
         the potential form that only ever touches pairs at distance ``> 1`` or
-        carrying flow (found by tiled GEMM screening), with L-BFGS and
-        semismooth-Newton inner solves.  ``cvxpy-*``: the reference conic
-        programs over all pairs (small ``V`` only).
+        carrying flow (found by tiled GEMM screening, pruned by row norms),
+        with L-BFGS and semismooth-Newton inner solves preconditioned by one
+        scalar-weighted graph Laplacian shared by all columns (memory
+        ``O(V k + pairs k)``).  Exactly equal rows are merged first (see
+        Notes).  ``cvxpy-*``: the reference conic programs over all pairs
+        (small ``V`` only, CPU only).
     tol : float
         Target relative certified gap ``(cost - value) / value``.  The ALM
         stops as soon as it is met; if it is not met within ``max_iter`` outer
-        iterations it raises :class:`SolverError` (status ``"inaccurate"``)
-        with the best certificate attached as ``.result``.  The cvxpy
+        iterations it raises :class:`SolverError` (status
+        ``"iteration_limit"``) with the best certificate attached as
+        ``.result``.  The cvxpy
         reference reports its certified gap, with status ``"optimal"`` when
         it is within ``max(tol, 1e-6)``.
     max_iter : int
         Outer iterations of the ALM.
+    time_limit : float, optional
+        Wall-clock budget in seconds for the ALM.  When it runs out before
+        ``tol`` is met, the best certificate so far is *returned* (not
+        raised) with status ``"time_limit"``: ``[value, value + gap]`` still
+        brackets ``T(G)`` rigorously.  (The budget is checked between Newton
+        steps, so a solve may overrun it by one step.)
     verbose : bool, optional
-        Progress lines on stderr (default: on when ``V > 500``).
+        One progress line per outer iteration on stderr, with the certified
+        bracket (default: on when ``V > 500``).
 
     Returns
     -------
@@ -241,10 +257,12 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     ------
     ValueError
         Non-zero column sums (without ``center``), non-finite or malformed
-        ``G``, ``V < 2``, unknown ``method``.
+        ``G``, ``V < 2``, unknown ``method``, or ``T(G)`` beyond the float64
+        range.
     SolverError
-        A cvxpy reference solve failed, or the ALM missed ``tol``; the message
-        names the status and what to try.
+        A cvxpy reference solve failed, or the ALM missed ``tol`` within
+        ``max_iter`` (status ``"iteration_limit"``); the message names the
+        status and what to try, ``.result`` holds the best certificate.
 
     References
     ----------
@@ -256,6 +274,22 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     a ``4 (V d + 2) u |value|`` allowance for that rounding, so
     ``[value, value + gap]`` brackets ``T(G)`` rigorously.
 
+    ``G`` is first scaled by an exact power of two (largest entry in
+    ``[1/2, 1)``): gradients of any magnitude, ``1e-300`` to ``1.5e308``,
+    are solved at unit size.  When that scaling is exact (no entry falls
+    below the normal range) the certificate is computed on the scaled ``G``
+    and scaled back exactly; otherwise on ``G`` itself.
+
+    Merging equal rows.  If ``g_i = g_j``, some optimal potential has
+    ``phi_i = phi_j``: the feasible set ``{D(Phi) <= 1}`` is convex and
+    invariant under swapping rows ``i`` and ``j``, and so is the objective
+    ``<G, Phi>`` (the two rows carry the same gradient), so the average of an
+    optimal ``Phi`` and its swap is feasible, optimal, and has
+    ``phi_i = phi_j``.  Each class of ``m`` equal rows is therefore solved as
+    one row ``m g``; a flow ``y`` between two classes of sizes ``m_a, m_b``
+    is spread as ``y / (m_a m_b)`` over their ``m_a m_b`` member pairs (same
+    divergence per member, same cost).
+
     Examples
     --------
     >>> r = min_tension([[1.0, 0.0], [-1.0, 0.0]])     # V = 2: T = ||g_1||
@@ -265,6 +299,8 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
     X, centered = _v.zero_sum_matrix(G, center)
     tol = _v.scalar(tol, "tol", minimum=0.0, strict=True)
     max_iter = _v.integer(max_iter, "max_iter", minimum=1)
+    if time_limit is not None:
+        time_limit = _v.scalar(time_limit, "time_limit", minimum=0.0, strict=True)
     methods = ("auto", "alm", "cvxpy-potential", "cvxpy-flow")
     if method not in methods:
         raise ValueError(f"method must be one of {methods}; got {method!r}")
@@ -275,26 +311,93 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ve
         Z = np.zeros_like(X)
         flow = Flow(np.zeros((0, 2), np.intp), np.zeros((0, d)), Z.copy(), 0.0)
         return TensionResult(0.0, Z, flow, 0.0, "zero", method if method != "auto" else "alm", centered, 0, 0.0)
+    # exact power-of-two scaling to unit size (largest entry in [1/2, 1))
+    e2 = math.frexp(float(np.abs(X).max()))[1]
+    Xs = np.ldexp(X, -e2)
+    exact = bool(np.array_equal(np.ldexp(Xs, e2), X))
     if method.startswith("cvxpy"):
-        Phi, I, J, Y, its = _cvxpy_solve(X, method.split("-")[1])
-        res = _certify(X, Phi, I, J, Y, method=method, centered=centered, iterations=its, tol=tol)
+        Phi, I, J, Y, its = _cvxpy_solve(Xs, method.split("-")[1])
+        res = _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, method=method, centered=centered, iterations=its,
+                              tol=tol)
         if res.status != "optimal":
             res = _replace_status(res, "optimal" if res.relative_gap <= 1e-6 else "inaccurate")
         return res
-    best, W, scale, k = _alm_solve(X, tol=tol, max_outer=max_iter, verbose=verbose)
-    # back to the original coordinates and scale, and certify there
-    Phi = best.potential @ W.T
-    res = _certify(X, Phi, best.flow.pairs[:, 0], best.flow.pairs[:, 1], scale * (best.flow.vectors @ W.T),
-                   method="alm", centered=centered, iterations=best.iterations, tol=tol)
-    if res.status != "optimal":
-        err = SolverError(
-            f"min_tension (alm): certified relative gap {res.relative_gap:.2e} > tol {tol:.1e} after "
-            f"{max_iter} outer iterations (status 'inaccurate'); raise max_iter or tol, or try "
-            "method='cvxpy-flow' for small V.  The best certificate is attached as .result",
-            status="inaccurate",
-        )
-        err.result = res
-        raise err
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit if time_limit is not None else math.inf
+    # merge exactly equal rows (classes of the original rows)
+    uniq, inv, counts = np.unique(X + 0.0, axis=0, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    merged = uniq.shape[0] < V
+    if merged:
+        Gm = np.ldexp(uniq, -e2) * counts[:, None]
+        if verbose:
+            _progress(f"  min_tension: {V} rows, {uniq.shape[0]} distinct (equal rows merged)")
+    else:
+        Gm = Xs
+    if Gm.shape[0] == 1:  # every row equal: G = 0 up to rounding, handled above
+        Gm = Xs
+        merged = False
+    best, W, scale, k, why = _alm_solve(Gm, tol=tol, max_outer=max_iter, verbose=verbose, deadline=deadline,
+                                        report_scale=math.ldexp(1.0, e2))
+    # back to the original coordinates, rows and scale, and certify there
+    Pm = best.potential @ W.T
+    Ym = scale * (best.flow.vectors @ W.T)
+    Im, Jm = best.flow.pairs[:, 0], best.flow.pairs[:, 1]
+    if merged:
+        Phi = Pm[inv]
+        I, J, Y = _spread_flow(Im, Jm, Ym, inv, counts)
+    else:
+        Phi, I, J, Y = Pm, Im, Jm, Ym
+    res = _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, method="alm", centered=centered,
+                          iterations=best.iterations, tol=tol)
+    if res.status == "optimal":
+        return res
+    if why == "time_limit" or time.perf_counter() > deadline:
+        return _replace_status(res, "time_limit")
+    err = SolverError(
+        f"min_tension (alm): certified relative gap {res.relative_gap:.2e} > tol {tol:.1e}: still inaccurate "
+        f"after {best.iterations} outer iterations (status 'iteration_limit'); raise max_iter or tol, set a "
+        "time_limit to get the best bracket returned, or try method='cvxpy-flow' for small V.  "
+        "The best certificate is attached as .result",
+        status="iteration_limit",
+    )
+    err.result = res
+    raise err
+
+
+def _spread_flow(Im, Jm, Ym, inv, counts):
+    """Lift a flow between classes of equal rows to the rows: ``y / (m_a m_b)``
+    on each of the ``m_a m_b`` member pairs (same divergence per member, same
+    cost)."""
+    members = np.argsort(inv, kind="stable")
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ma, mb = counts[Im], counts[Jm]
+    reps = ma * mb
+    e = np.repeat(np.arange(Im.size), reps)
+    pos = np.arange(e.size) - np.repeat(np.cumsum(reps) - reps, reps)
+    i = members[start[Im][e] + pos // mb[e]]
+    j = members[start[Jm][e] + pos % mb[e]]
+    Y = Ym[e] / reps[e, None].astype(float)
+    swap = i > j
+    Y[swap] = -Y[swap]
+    return np.minimum(i, j), np.maximum(i, j), Y
+
+
+def _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, **kw):
+    """The certificate for ``X`` from a solve of ``Xs = 2^-e2 X``: on ``Xs`` and
+    scaled back by ``2^e2`` when the scaling was exact, else on ``X`` itself."""
+    from dataclasses import replace
+
+    if not exact:
+        res = _certify(X, Phi, I, J, np.ldexp(Y, e2), **kw)
+    else:
+        r = _certify(Xs, Phi, I, J, Y, **kw)
+        f = math.ldexp(1.0, e2)
+        flow = Flow(pairs=r.flow.pairs, vectors=np.ldexp(r.flow.vectors, e2), residual=np.ldexp(r.flow.residual, e2),
+                    cost=r.flow.cost * f)
+        res = replace(r, value=r.value * f, gap=r.gap * f, flow=flow)
+    if not (math.isfinite(res.value) and math.isfinite(res.flow.cost)):
+        raise ValueError("T(G) exceeds the float64 range (its certified bracket overflows); scale G down")
     return res
 
 
@@ -305,7 +408,7 @@ def _replace_status(res: TensionResult, status: str) -> TensionResult:
 
 
 def steepest_descent(G, /, *, eta=1.0, center=False, tension=None, method="auto", tol=1e-9, max_iter=200,
-                     verbose=None):
+                     time_limit=None, verbose=None):
     r"""The steepest-descent update under ``D``: ``S = -eta * potential`` (I10).
 
     ``S`` minimises ``<G, S>`` over centred updates with ``D(S) <= eta``; its
@@ -322,7 +425,7 @@ def steepest_descent(G, /, *, eta=1.0, center=False, tension=None, method="auto"
     tension : TensionResult, optional
         A certified solve of :func:`min_tension` for this ``G``, to reuse
         instead of solving again (its shape is checked).
-    method, tol, max_iter, verbose
+    method, tol, max_iter, time_limit, verbose
         Passed to :func:`min_tension` when ``tension`` is not given.
 
     Returns
@@ -337,7 +440,8 @@ def steepest_descent(G, /, *, eta=1.0, center=False, tension=None, method="auto"
     """
     e = _v.scalar(eta, "eta", minimum=0.0)
     if tension is None:
-        tension = min_tension(G, center=center, method=method, tol=tol, max_iter=max_iter, verbose=verbose)
+        tension = min_tension(G, center=center, method=method, tol=tol, max_iter=max_iter, time_limit=time_limit,
+                              verbose=verbose)
     else:
         if not isinstance(tension, TensionResult):
             raise TypeError(f"tension must be a TensionResult from min_tension; got {type(tension).__name__}")
