@@ -23,7 +23,13 @@ point) provides the fixtures ``assert_steepest`` and ``gradient_case``.
 from __future__ import annotations
 
 from ._cases import GradientCase, gradient_cases
-from ._steepest import NORMS, assert_decrease_ratio, assert_steepest, default_rtol, steepest_step
+from ._steepest import (
+           NORMS,
+           assert_decrease_ratio,
+           assert_steepest,
+           default_rtol,
+           steepest_step,
+)
 
 __all__ = ["NORMS", "GradientCase", "assert_decrease_ratio", "assert_steepest", "default_rtol",
            "gradient_cases", "steepest_step"]

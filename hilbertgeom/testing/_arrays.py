@@ -79,8 +79,8 @@ def host_float64(x, name: str) -> HostArray:
     elif lib == "cupy":
         try:  # DLPack 1.0: the producer copies to the host
             a = np.from_dlpack(x, device="cpu", copy=True)
-        except Exception:  # older CuPy: its own device-to-host copy
-            a = x.get()
+        except (TypeError, ValueError, BufferError, RuntimeError, NotImplementedError):
+            a = x.get()  # older CuPy: its own device-to-host copy
     elif isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__"):
         a = x
         if isinstance(x, np.ndarray) and x.dtype.name == "bfloat16":  # ml_dtypes
@@ -89,12 +89,12 @@ def host_float64(x, name: str) -> HostArray:
         dev = None
         try:
             dev = int(x.__dlpack_device__()[0])
-        except Exception:
+        except (AttributeError, TypeError, ValueError, IndexError):
             dev = None
         if dev is not None and dev != _DLPACK_CPU:
             try:  # DLPack 1.0: ask the producer for a host copy
                 a = np.from_dlpack(x, device="cpu", copy=True)
-            except Exception as exc:
+            except (TypeError, ValueError, BufferError, RuntimeError, NotImplementedError) as exc:
                 raise TypeError(f"{name} lives on a device (DLPack device type {dev}) and could not be "
                                 f"copied to the host ({exc}); move it to the CPU first") from None
         else:

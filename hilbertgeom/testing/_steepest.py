@@ -339,7 +339,12 @@ def steepest_step(G, /, *, norm, eta=1.0):
            [ 0.6,  0.8]])
     """
     from ..tension import projected_rownorm, steepest_descent
-    from ..updates import linf_steepest_descent, polar_update, rownorm_update, sign_update
+    from ..updates import (
+        linf_steepest_descent,
+        polar_update,
+        rownorm_update,
+        sign_update,
+    )
 
     name = _norm_name(norm)
     e = _eta(eta)
@@ -467,7 +472,7 @@ def assert_steepest(S, G, /, *, norm, eta=1.0, rtol=None, tension=None):
         raise TypeError("tension must be a TensionResult from min_tension(G)")
     info = NORMS[name]
     Sx = Sa.array
-    V, d = Sx.shape
+    V = Sx.shape[0]
     budget = e / 2.0 if info.half else e
     meas = _measure(name, Sx, budget * (1.0 + r))
     opt = _optimum(name, X, r, tension if name == "diameter" else None)
@@ -478,7 +483,7 @@ def assert_steepest(S, G, /, *, norm, eta=1.0, rtol=None, tension=None):
     cent = _centring(Sx)
     centred = cent <= r + _mean_rounding(Sa.dtype, V)
     if feasible and enough and (centred or not info.centred):
-        return None
+        return
     raise AssertionError(_message(name, info, Sx, X, e, budget, r, meas, opt, dec, feasible, enough,
                                   cent, centred, Sa, Ga))
 
@@ -758,7 +763,7 @@ def assert_decrease_ratio(S, G, /, *, at_least, tension=None):
     a = _v.scalar(at_least, "at_least")
     if a > 1.0:
         raise ValueError(f"at_least must be <= 1 (no step beats the steepest one); got {a:g}")
-    Sa, Ga, X = _inputs(S, G, None)
+    Sa, _, X = _inputs(S, G, None)
     if tension is None:
         tension = min_tension(X)
     elif not isinstance(tension, TensionResult):
@@ -774,15 +779,15 @@ def assert_decrease_ratio(S, G, /, *, at_least, tension=None):
     else:
         lo = hi = 0.0  # S is a common shift (or zero), or G = 0: no decrease to buy
     if lo >= a:
-        return None
+        return
     cent = _centring(Sx)
     where = "it cannot" if hi < a else "the certificate cannot place it"
     lines = [f"the decrease ratio of S under the row diameter is below at_least = {a:.6g}: {where} reach it.",
-             f"  ratio:    -<G, S> / (D(S) T(G)) in [{lo:.6g}, {hi:.6g}] (certified; 1 for the steepest step, "
-             "I10)",
+             (f"  ratio:    -<G, S> / (D(S) T(G)) in [{lo:.6g}, {hi:.6g}] (certified; 1 for the steepest step, "
+              "I10)"),
              f"  decrease: -<G, S> = {_g(dec)}",
              f"  D(S):     {_g(D)}" + (f", farthest rows {p.i} and {p.j}" if D > 0 else " (S is a common shift)"),
              f"  T(G):     in [{_g(T_lo)}, {_g(T_hi)}] (min_tension, status {tension.status!r})",
-             f"  centred:  {'yes' if cent <= 1e-6 else 'no'}, ||mean row of S|| = {cent:.3g} x its largest row "
-             "(the ratio does not depend on it)"]
+             (f"  centred:  {'yes' if cent <= 1e-6 else 'no'}, ||mean row of S|| = {cent:.3g} x its largest row "
+              "(the ratio does not depend on it)")]
     raise AssertionError("\n".join(lines))

@@ -57,12 +57,18 @@ def _size(x, name: str, minimum: int):
     return st.just(_v.integer(x, name, minimum=minimum))
 
 
+_HEAD_V = st.integers(8, 48)
+_HEAD_D = st.integers(1, 8)
+_V = st.integers(3, 48)
+_D = st.integers(1, 8)
+
+
 def _seed():
     return st.integers(min_value=0, max_value=2**32 - 1)
 
 
 @st.composite
-def head_gradients(draw, V=st.integers(8, 48), d=st.integers(1, 8)):
+def head_gradients(draw, V=_HEAD_V, d=_HEAD_D):
     """Draw a :class:`~hilbertgeom.gradients.HeadGradient` from :func:`~hilbertgeom.gradients.synthetic_head_gradient`.
 
     The batch is at most ``max(1, V // 2)`` positions, so most rows are not
@@ -73,7 +79,7 @@ def head_gradients(draw, V=st.integers(8, 48), d=st.integers(1, 8)):
     Parameters
     ----------
     V, d : int or strategy of int
-        Rows (``>= 2``) and columns (``>= 1``).
+        Rows (``>= 2``) and columns (``>= 1``); default ``8..48`` and ``1..8``.
     """
     from ..gradients import synthetic_head_gradient
 
@@ -133,13 +139,13 @@ _MAKERS = {"gaussian": _gaussian, "rank_one": _rank_one, "low_rank": _low_rank, 
            "near_duplicate": _near_duplicate, "rownorm_worst": _rownorm_worst}
 
 
-def zero_sum_gradients(V=st.integers(3, 48), d=st.integers(1, 8), *, kind=None, scale=True):
+def zero_sum_gradients(V=_V, d=_D, *, kind=None, scale=True):
     """A strategy of float64 ``(V, d)`` gradients with zero column sums.
 
     Parameters
     ----------
     V, d : int or strategy of int
-        Rows (``>= 3``) and columns (``>= 1``).
+        Rows (``>= 3``) and columns (``>= 1``); default ``3..48`` and ``1..8``.
     kind : str or sequence of str, optional
         One of :data:`KINDS` or several; default all of them.
     scale : bool
