@@ -157,6 +157,9 @@ def to_mathml(tex: str, *, display: bool) -> str:
     # `\*` is how the pages escape a literal asterisk from Markdown; inside
     # arithmatex it reaches us unchanged and means `*`.
     source = tex.replace(r"\*", "*")
+    # latex2mathml has no \arg (TeX's upright function name, as in \arg\min):
+    # spell it as the operator name it is
+    source = re.sub(r"\\arg(?![A-Za-z])", r"\\operatorname{arg}", source)
     try:
         xml = convert(source, display="block" if display else "inline")
         root = ET.fromstring(xml)
