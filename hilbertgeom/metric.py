@@ -267,14 +267,20 @@ def softmax_hilbert_distance(z: ArrayLike, z2: ArrayLike, /, *, axis: int = -1) 
 
 
 def _normalized(a: np.ndarray, name: str, ax: int) -> np.ndarray:
-    top = a.max(axis=ax, keepdims=True)
-    if not (top > 0).all():
+    """``a / sum(a)`` along ``ax``: the same for ``2^k a``, bit for bit (a division by
+    the sum is scale-equivariant wherever the sum does not overflow)."""
+    try:
+        with np.errstate(over="raise"):
+            s = a.sum(axis=ax, keepdims=True)
+    except FloatingPointError:
+        # the sum overflows: largest entry to [1/2, 1) first (a power of two);
+        # entries that become subnormal are below 2^-1022 of the largest, far
+        # below the rounding of the sum
+        a = np.ldexp(a, -np.frexp(a.max(axis=ax, keepdims=True))[1])
+        s = a.sum(axis=ax, keepdims=True)
+    if not (s > 0).all():
         raise ValueError(f"{name} has an all-zero slice along axis {ax}: not a distribution")
-    # largest entry to [1/2, 1) first (a power of two: the sum cannot overflow, and
-    # the answer is the same for 2^k p, bit for bit); entries that become
-    # subnormal are below 2^-1022 of the largest, far below the rounding of the sum
-    a = np.ldexp(a, -np.frexp(top)[1])
-    return a / a.sum(axis=ax, keepdims=True)
+    return a / s
 
 
 def total_variation(p: ArrayLike, q: ArrayLike, /, *, axis: int = -1) -> float | np.ndarray:

@@ -54,9 +54,10 @@ def center_rows(S: ArrayLike, /) -> np.ndarray:
 
     Notes
     -----
-    A column whose largest entry lies outside ``[2^-960, 2^(1022 - bits(V))]``
-    is centred after an exact power-of-two scaling to unit size and scaled
-    back (one rounding), so the column sums never overflow and
+    Where a column sum overflows or a column mean would be subnormal, columns
+    whose largest entry lies outside ``[2^-960, 2^(1022 - bits(V))]`` are
+    centred after an exact power-of-two scaling to unit size and scaled back
+    (one rounding), so the column sums never overflow and
     ``center_rows(2^k S) == 2^k center_rows(S)`` bit for bit wherever the
     result is a normal number.
 
@@ -68,15 +69,24 @@ def center_rows(S: ArrayLike, /) -> np.ndarray:
     """
     X = _v.matrix(S, "S")
     V = X.shape[0]
+    # Fast path (every realistic input): X - mean(X) as is, when nothing overflows
+    # and every column mean is 0 or a normal number; the answer is then exact
+    # under power-of-two scaling (sums of normal numbers are equivariant; a
+    # subnormal partial sum is exact).
+    try:
+        with np.errstate(over="raise"):
+            s = X.sum(axis=0)
+            m = s / V  # == X.mean(axis=0)
+            if np.all((s == 0) | (np.abs(m) >= np.finfo(np.float64).smallest_normal)):
+                return X - m
+    except FloatingPointError:
+        pass
     top = np.maximum(X.max(axis=0), -X.min(axis=0))  # largest |entry| per column, no copy of X
     e = np.frexp(top)[1]  # top in [2^(e-1), 2^e)
     # Safe columns: V entries below 2^(1022 - bits(V)) sum without overflow, and
-    # above 2^-960 the mean is a normal number; the answer is then exact under
-    # power-of-two scaling.  Other columns are brought to [1/2, 1) first (a power
-    # of two per column: exact) and scaled back, rounding once.
+    # above 2^-960 the mean is a normal number.  Other columns are brought to
+    # [1/2, 1) first (a power of two per column: exact) and scaled back, rounding once.
     safe = (top == 0) | ((e >= -960) & (e <= 1022 - V.bit_length()))
-    if safe.all():
-        return X - X.mean(axis=0)
     k = np.where(safe, 0, -e)
     Y = np.ldexp(X, k)
     Y -= Y.mean(axis=0)

@@ -159,6 +159,7 @@ def test_birkhoff_contraction_invariant(A, a, rows):
 @example(np.array([[7.0], [-7.0], [-7.0]]), 1020)   # the centred rows overflow
 @example(np.array([[7.0], [-7.0], [-5.0]]), 1020)   # they do not, but the sum does
 @example(np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]), -1074)
+@example(np.array([[1.0], [0.0]]), -1074)   # mean 2^-1075: x - fl(mean) rounds twice
 def test_center_rows_homogeneous(S, a):
     C = hg.center_rows(S)
     if scaled_or_none(float(np.abs(C).max()), a) is None:
