@@ -55,16 +55,17 @@ def _exponent(m, xp):
 
 
 def _unit_slices(a, pos, ax: int, xp):
-    """Each slice along ``ax`` times the power of two that brings its largest
-    entry to ``[1, 2)`` -- exactly: a slice is scaled down no further than keeps
-    its smallest positive entry normal (slices spanning more than ``2^1022``
-    keep a larger top).  ``H`` is projective, so this changes no distance, and
-    ``H(2^j p, 2^k q)`` is then ``H(p, q)`` bit for bit."""
+    """Each slice along ``ax`` times the power of two ``2^-e`` that brings its
+    largest entry to ``[1, 2)``, exactly.  Scaling up is always exact; a slice
+    is scaled down only as far as keeps its smallest positive entry normal
+    (``e <= max(0, e_low + 1022)``), so a slice spanning more than ``2^1022``
+    keeps a larger top.  ``H`` is projective, so this changes no distance, and
+    ``H(2^j p, 2^k q)`` is ``H(p, q)`` bit for bit."""
     top = xp.max(a, axis=ax, keepdims=True)
     low = xp.min(xp.where(pos, a, xp.full_like(a, math.inf)), axis=ax, keepdims=True)
     low = xp.where(xp.isfinite(low), low, xp.ones_like(low))
-    e = xp.minimum(_exponent(top, xp), _exponent(low, xp) + 1022.0)
-    return _scale2(a, -e, xp)
+    keep = xp.maximum(_exponent(low, xp) + 1022.0, xp.zeros_like(low))
+    return _scale2(a, -xp.minimum(_exponent(top, xp), keep), xp)
 
 
 def _hilbert(a, b, ax: int, xp):

@@ -76,22 +76,38 @@ def x2(X, a):
 pos_vec = st.integers(2, 6).flatmap(lambda n: st.tuples(ints(n, 1, 7), ints(n, 1, 7)))
 
 
-@given(pos_vec, A_ALL, A_ALL, ints(6, -60, 60))
+@given(pos_vec, A_ALL, A_ALL, ints(6, -1068, 1016))
 @example((np.array([1.0, 7.0]), np.array([7.0, 1.0])), -1071, 1000, np.zeros(6))
 @example((np.array([1.0, 2.0, 4.0]), np.array([2.0, 2.0, 2.0])), 1000, -1071, np.arange(6.0))
+@example((np.array([1.0, 7.0]), np.array([7.0, 1.0])), 0, 0, np.array([1016.0, -1068.0, 0, 0, 0, 0]))
 def test_hilbert_distance_projective(pq, a, b, rows):
     p, q = pq
     h = hg.hilbert_distance(p, q)
     # H(2^a p, 2^b q) == H(p, q) bit for bit, at every magnitude
     assert hg.hilbert_distance(x2(p, a), x2(q, b)) == h
     assert hg.hilbert_distance(x2(q, b), x2(p, a)) == h
-    # a power-of-two diagonal D leaves every ratio p_i / q_i as it is: H(Dp, Dq) = H(p, q)
-    # up to the rounding of the ratios of ratios (about 3u absolutely)
+    # a power-of-two diagonal D (entries 2^-1068 .. 2^1016: slices spanning the whole range)
+    # leaves every ratio p_i / q_i as it is: H(Dp, Dq) = H(p, q) up to about 3u absolutely
     e = rows[: p.size].astype(int)
     assert abs(hg.hilbert_distance(np.ldexp(p, e), np.ldexp(q, e)) - h) <= EXACT.bound(h)
     with mp.workdps(40):
         r = [mp.mpf(float(x)) / mp.mpf(float(y)) for x, y in zip(p, q)]
         assert abs(h - float(mp.log(max(r) / min(r)))) <= 4 * 2.0**-53 * (1 + h)
+
+
+@pytest.mark.parametrize("p, q", [
+    ([1e308, 5e-324], [1.0, 1.0]),                  # entries of p span 2^2097
+    ([1e308, 5e-324, 1.0], [1.0, 1.0, 5e-324]),
+    ([1e-10, 5e-324], [1.0, 1.0]),
+    ([1.5e308, 1e-300, 3.0], [1e-300, 1.5e308, 2.0]),
+])
+def test_hilbert_distance_of_slices_spanning_the_whole_range(p, q):
+    with mp.workdps(40):
+        r = [mp.mpf(x) / mp.mpf(y) for x, y in zip(p, q)]
+        want = float(mp.log(max(r) / min(r)))
+    got = hg.hilbert_distance(p, q)
+    assert abs(got - want) <= EXACT.bound(want)
+    assert hg.hilbert_distance(q, p) == got
 
 
 @given(st.integers(1, 6).flatmap(lambda n: ints(n, -7, 7)), A_ALL)
