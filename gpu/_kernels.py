@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from hilbertgeom._pairs import Pair, _sorted_groups, brute_pair, extreme_pair_l2, linf_diameter, pair_distance
 from hilbertgeom import _validate as _v
+from hilbertgeom._fp import scale_to_unit
+from hilbertgeom._pairs import (
+    Pair,
+    _sorted_groups,
+    brute_pair,
+    distance_sum_upper,
+    extreme_pair_l2,
+    linf_diameter,
+)
 from hilbertgeom._validate import ZERO_SUM_RTOL
 from hilbertgeom.ball import jung_radius
 from hilbertgeom.head import _DUAL
@@ -252,38 +258,18 @@ def projected_rownorm(G, xp, center: bool, eta: float, eps: float, return_decrea
 
 
 def balanced_flow_cost(X, xp, tile: int) -> float:
-    """``(1/V) sum_{i<j} ||x_i - x_j||`` rounded up, in tiles (as the core)."""
-    V, d = X.shape
+    """``(1/V) sum_{i<j} ||x_i - x_j||`` rounded up, in tiles: the core's shared
+    array-API primitive (:func:`hilbertgeom._pairs.distance_sum_upper`, rows
+    re-centred per block, a per-pair error bound, no direct recomputation).
+    Unlike the core, exact duplicates are not merged first (each adds only
+    its block's ``sqrt(E)``)."""
+    V = X.shape[0]
     C = X - xp.mean(X, axis=0)
     m = float(xp.max(xp.abs(C)))
     if m == 0.0:
         return 0.0
-    C = C * math.ldexp(1.0, -math.frexp(m)[1])  # exact rescaling: no under/overflow of squares
-    n = xp.sum(C * C, axis=1)
-    N = float(xp.max(n))
-    eps = 2.0 * (4 * (d + 2) * _U64) * N + float(np.finfo(np.float64).tiny)
-    total = 0.0
-    for a in range(0, V, tile):
-        A = C[a : min(a + tile, V), :]
-        na = xp.reshape(n[a : min(a + tile, V)], (-1, 1))
-        for b in range(a, V, tile):
-            Bm = C[b : min(b + tile, V), :]
-            D2 = na + xp.reshape(n[b : min(b + tile, V)], (1, -1)) - 2.0 * (A @ xp.matrix_transpose(Bm))
-            Dt = xp.sqrt(xp.where(D2 > 0, D2, xp.zeros_like(D2)) + eps)
-            near = D2 < 1e6 * eps
-            if a == b:
-                h = D2.shape[0]
-                ar = xp.arange(h)
-                upper = xp.reshape(ar, (-1, 1)) < xp.reshape(ar, (1, -1))
-                Dt = xp.where(upper, Dt, xp.zeros_like(Dt))
-                near = xp.logical_and(near, upper)
-            total += float(xp.sum(Dt))
-            ii, jj = xp.nonzero(near)
-            if ii.shape[0]:
-                exact = pair_distance(xp.take(A, ii, axis=0) - xp.take(Bm, jj, axis=0), xp)
-                exact = exact * (1.0 + 4 * (d + 2) * _U64)
-                total += float(xp.sum(exact)) - float(xp.sum(Dt[ii, jj]))
-    return total * (1.0 + 2.0 * math.log2(max(V, 2)) * _U64) / math.ldexp(1.0, -math.frexp(m)[1]) / V
+    C, k = scale_to_unit(C, m)  # exact rescaling: no under/overflow of squares
+    return math.ldexp(distance_sum_upper(C, xp, tile=tile), -k) / V * (1.0 + 2.0 * _U64)
 
 
 def tension_bounds(X, xp, tile: int):

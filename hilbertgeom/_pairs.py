@@ -497,16 +497,18 @@ def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
     return xp.concat(out_i), xp.concat(out_j)
 
 
-def distance_sum_upper(X, xp, *, tile: int = 2048) -> float:
-    """An upper bound on ``sum_{i<j} ||x_i - x_j||`` (real distances of the
-    float64 rows), from :func:`sq_distance_tiles` alone: each pair contributes
-    ``sqrt(max(D2, 0) + E)``; no pair is recomputed directly.
+def distance_sum_upper(X, xp, *, tile: int = 2048, weights=None) -> float:
+    """An upper bound on ``sum_{i<j} w_i w_j ||x_i - x_j||`` (real distances of
+    the float64 rows; ``w = 1`` by default), from :func:`sq_distance_tiles`
+    alone: each pair contributes ``sqrt(max(D2, 0) + E)``; no pair is
+    recomputed directly.  (Exactly equal rows would each add ``sqrt(E)``:
+    callers merge them first and pass their multiplicities as ``weights``.)
 
     Rounding of the square roots and of the summation (pairwise within a
     block, sequential across blocks) is covered by the factor
     ``1 + (2 log2(tile^2) + nblocks + 8) u``, applied at the end.
     """
-    V, d = X.shape
+    V = X.shape[0]
     if V < 2:
         return 0.0
     u, _ = _finfo(xp, xp.float64)
@@ -516,6 +518,8 @@ def distance_sum_upper(X, xp, *, tile: int = 2048) -> float:
         Dt = xp.sqrt(xp.where(D2 > 0, D2, xp.zeros_like(D2)) + blk.E)
         if blk.keep is not None:
             Dt = xp.where(blk.keep, Dt, xp.zeros_like(Dt))
+        if weights is not None:  # integer multiplicities: exact in float64 up to 2^53
+            Dt = xp.reshape(xp.take(weights, blk.rows_a), (-1, 1)) * Dt * xp.reshape(xp.take(weights, blk.rows_b), (1, -1))
         total += float(xp.sum(Dt))
         nblocks += 1
     B = min(max(1, int(tile)), V)

@@ -8,6 +8,8 @@ import math
 import numpy as np
 
 from .. import _validate as _v
+from .._fp import scale_to_unit
+from .._pairs import distance_sum_upper
 from ..ball import jung_radius
 from ..rows import row_diameter
 from ._results import _U64, TensionBounds, _rownorms
@@ -160,57 +162,58 @@ def tension_bounds(G, /, *, center=False, tile=2048):
     N = _normalize(X, n, _nonzero_rows(G0, X, n, 0.0, centered))
     Pn = N - N.mean(axis=0)
     Dn = row_diameter(Pn)
+    # everything below at unit size: an exact power of two, unless entries fall below
+    # the normal range, which moves each entry by at most 2^-1074 (accounted for)
+    e2 = math.frexp(float(np.abs(X).max()))[1]
+    Xs = np.ldexp(X, -e2)
+    exact = bool(np.array_equal(np.ldexp(Xs, e2), X))
+    slack = 0.0 if exact else _TINY_SUB * (V * d + V * V * math.sqrt(d))
+    f = math.ldexp(1.0, e2)
     # Dn == 0 only when all rows of G are equal, i.e. G = 0 up to rounding: T = 0 then
-    lower = max(float(np.sum(X * Pn)) / Dn, 0.0) if Dn > 0 else 0.0
+    lower = max((float(np.sum(Xs * Pn)) * (1.0 - 4.0 * (V * d + 2) * _U64) - slack) / Dn, 0.0) * f if Dn > 0 else 0.0
     # Jung on the numerical row space (dimension k) plus Jung in full dimension on
     # what the truncation leaves out: <G, Phi> = <G W W^T, Phi> + <G (I - W W^T), Phi>
-    _, sv, Wt = np.linalg.svd(X, full_matrices=False)
-    k = int(np.sum(sv > sv[0] * max(V, d) * _U64))
-    W = Wt[:k].T
-    C = X @ W
-    E = X - C @ W.T
+    # The bound holds for any orthonormal W; W only decides how tight it is.  The
+    # eigenvectors of the d x d Gram matrix (one GEMM, no V x d factorisation)
+    # resolve singular values down to about sqrt(d u) s_max; smaller ones go to E.
+    lam, Q = np.linalg.eigh(Xs.T @ Xs)
+    lam, Q = lam[::-1], Q[:, ::-1]
+    k = max(1, int(np.sum(lam > lam[0] * 4.0 * (d + 2) * _U64)))
+    W = Q[:, :k]
+    C = Xs @ W
+    E = Xs - C @ W.T
     kfull = min(V - 1, d)
     jung = (jung_radius(k) * float(_rownorms(C).sum()) + jung_radius(kfull) * float(_rownorms(E).sum()))
-    jung *= 1.0 + 8.0 * (V + d) * _U64
-    bal = _balanced_flow_cost(X, tile)
+    jung = (jung * (1.0 + 8.0 * (V + d) * _U64) + slack) * f
+    bal = (_balanced_flow_cost(Xs, tile) + slack) * f
+    if not (math.isfinite(jung) or math.isfinite(bal)):
+        raise ValueError("tension_bounds: T(G) exceeds the float64 range; scale G down")
     if jung <= bal:
         return TensionBounds(lower, jung, "RowNorm potential (I17)", f"Jung J_{k} sum ||g_i|| (I17)")
     return TensionBounds(lower, bal, "RowNorm potential (I17)", "balanced flow (I11)")
 
 
+_TINY_SUB = 2.0**-1074
+
+
 def _balanced_flow_cost(X: np.ndarray, tile: int) -> float:
     """``(1/V) sum_{i<j} ||x_i - x_j||`` rounded up, in tiles (no V x V array).
 
-    Squared distances come from a GEMM with the error bound ``eps`` of
-    :mod:`hilbertgeom._pairs`; each distance is rounded up to
-    ``sqrt(D2 + eps)``, except near-coincident pairs (``D2 < 1e6 eps``, where
-    that would be loose), which are recomputed directly.
+    One pass of the shared tiled-distance primitive
+    (:func:`hilbertgeom._pairs.distance_sum_upper`): blocks of rows sorted by
+    norm, re-centred on their mean before the GEMM, each squared distance
+    raised by its own error bound.  Near-coincident rows (the Zipf tail of a
+    head gradient) get a tight bound from the re-centring, with no direct
+    recomputation: the cost is one half ``V x V x d`` GEMM plus ``O(V^2)``
+    elementwise work.
     """
-    V, d = X.shape
+    V = X.shape[0]
     C = X - X.mean(axis=0)
     m = float(np.abs(C).max())
     if m == 0.0:
         return 0.0
-    f = math.ldexp(1.0, -math.frexp(m)[1])  # exact rescaling: no under/overflow of squares
-    C = C * f
-    n = (C * C).sum(axis=1)
-    N = float(n.max())
-    eps = 2.0 * (4 * (d + 2) * _U64) * N + np.finfo(float).tiny
-    total = 0.0
-    for a in range(0, V, tile):
-        A = C[a : a + tile]
-        for b in range(a, V, tile):
-            Bm = C[b : b + tile]
-            D2 = n[a : a + tile, None] + n[None, b : b + tile] - 2.0 * (A @ Bm.T)
-            Dt = np.sqrt(np.maximum(D2, 0.0) + eps)
-            near = D2 < 1e6 * eps
-            if a == b:
-                upper = np.triu(np.ones(D2.shape, dtype=bool), 1)
-                Dt = np.where(upper, Dt, 0.0)
-                near &= upper
-            ii, jj = np.nonzero(near)
-            if ii.size:
-                exact = np.linalg.norm(A[ii] - Bm[jj], axis=1) * (1.0 + 4 * (d + 2) * _U64)
-                Dt[ii, jj] = exact
-            total += float(Dt.sum())
-    return total / V / f * (1.0 + 4 * V * _U64)
+    C, k = scale_to_unit(C, m)  # exact rescaling: no under/overflow of squares
+    # exactly equal rows are at distance 0: merge them, weight pairs by multiplicities
+    C, counts = np.unique(C + 0.0, axis=0, return_counts=True)
+    w = counts.astype(np.float64) if C.shape[0] < V else None
+    return math.ldexp(distance_sum_upper(C, np, tile=tile, weights=w), -k) / V * (1.0 + 2.0 * _U64)
