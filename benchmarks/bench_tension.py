@@ -76,18 +76,23 @@ def main() -> None:
     V, d = (24, 4) if args.quick else (64, 8)
     seeds = range(3 if args.quick else 10)
     ratios: dict[str, list[float]] = {}
+    unit: dict[str, list[float]] = {}  # per unit diameter: the ratio bench-updates prints
     bound: dict[str, float] = {}
     for seed in seeds:
         for name, G in hg.gradient_suite(V, d, seed=seed).items():
             res = hg.min_tension(G, tol=1e-9)
             k = np.linalg.matrix_rank(G)
             ratios.setdefault(name, []).append(0.5 * np.linalg.norm(G, axis=1).sum() / res.value)
+            rep = hg.evaluate_update(G, hg.projected_rownorm(G), tension=res)
+            unit.setdefault(name, []).append((rep.decrease_ratio, rep.diameter))
             bound[name] = min(bound.get(name, 1.0), np.sqrt((k + 1) / (2 * k)))
     print(f"  V = {V}, d = {d}, {len(seeds)} seeds per case")
     for name, r in ratios.items():
         r = np.array(r)
+        u, D = np.array(unit[name]).T
         print(f"  {name:<22} min {r.min():.4f}  median {np.median(r):.4f}  max {r.max():.4f}   "
-              f"guarantee {bound[name]:.4f}")
+              f"guarantee {bound[name]:.4f}   per unit D: min {u.min():.4f}  median {np.median(u):.4f}  "
+              f"max {u.max():.4f}  median D(S) {np.median(D):.4f}")
 
 
 if __name__ == "__main__":
