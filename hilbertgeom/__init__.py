@@ -69,14 +69,68 @@ from .updates import (
 
 __version__ = "0.1.0"
 
-__all__ = sorted(
-    set(metric.__all__)
-    | set(rows.__all__)
-    | set(ball.__all__)
-    | set(head.__all__)
-    | set(tension.__all__)
-    | set(updates.__all__)
-    | set(equalize.__all__)
-    | set(tolerances.__all__) - {"unit_roundoff"}
-    | {"SolverError", "__version__"}
-)
+__all__ = [
+    # metric
+    "Contraction",
+    "birkhoff_contraction",
+    "hilbert_distance",
+    "softmax_hilbert_distance",
+    "total_variation",
+    "tv_bound",
+    "tv_extremal_pair",
+    "variation_norm",
+    # rows
+    "Pair",
+    "center_rows",
+    "closest_pair",
+    "row_diameter",
+    # ball
+    "EnclosingBall",
+    "covering_radius",
+    "jung_radius",
+    "minimum_enclosing_ball",
+    # head
+    "backward_bound",
+    "backward_change",
+    "backward_change_bound",
+    "backward_witness",
+    "cross_entropy_backward_bound",
+    "head_norm",
+    "worst_case_hidden",
+    # tension
+    "Flow",
+    "TensionBounds",
+    "TensionResult",
+    "min_tension",
+    "projected_rownorm",
+    "rownorm",
+    "steepest_descent",
+    "tension_bounds",
+    # updates
+    "UpdateReport",
+    "bench_updates",
+    "evaluate_update",
+    "gradient_suite",
+    "linf_steepest_descent",
+    "polar_update",
+    "rownorm_update",
+    "sign_update",
+    "update_rules",
+    # equalize
+    "EqualizedResult",
+    "EqualizerResult",
+    "EquidistantLimit",
+    "SeparationResult",
+    "equalization_frontier",
+    "equalize_rows",
+    "equalized_descent",
+    "equidistant_limit",
+    "max_min_separation",
+    "max_separation_at_decrease",
+    "regular_simplex",
+    # tolerances, exceptions
+    "Tolerance",
+    "tolerance",
+    "SolverError",
+    "__version__",
+]

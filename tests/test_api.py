@@ -21,6 +21,43 @@ def test_all_lists_exactly_the_public_definitions():
     assert len(hg.__all__) == len(set(hg.__all__))
 
 
+def _literal_all(path):
+    """The value of ``__all__ = [...]`` in a source file, if it is a literal list of strings."""
+    import ast
+
+    for node in ast.parse(path.read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            val = node.value
+            if isinstance(val, ast.List) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                 for e in val.elts):
+                return [e.value for e in val.elts]
+            return None
+    return None
+
+
+def test_all_is_a_literal_list_in_every_package_init():
+    """Readers and tools (IDEs, type checkers, the docs) read ``__all__`` without running code."""
+    import pathlib
+
+    import hilbertgeom.gpu
+    import hilbertgeom.proofs
+
+    for mod in (hg, hilbertgeom.gpu, hilbertgeom.proofs, hg.testing, hg.gradients):
+        names = _literal_all(pathlib.Path(mod.__file__))
+        assert names is not None, f"{mod.__name__}.__all__ is not a literal list of strings"
+        assert names == list(mod.__all__)
+
+
+def test_top_level_all_is_the_union_of_the_concept_modules():
+    """The literal top-level list re-exports each concept module's list, nothing more or less."""
+    from hilbertgeom import ball, equalize, head, metric, rows, tension, tolerances, updates
+
+    union = set().union(*(m.__all__ for m in (metric, rows, ball, head, tension, updates, equalize)))
+    union |= set(tolerances.__all__) - {"unit_roundoff"}
+    assert set(hg.__all__) == union | {"SolverError", "__version__"}
+
+
 @pytest.mark.parametrize("modname", MODULES)
 def test_module_all_is_defined_and_resolvable(modname):
     mod = importlib.import_module(modname)
