@@ -354,28 +354,29 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 _KEYWORD = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*)=(.*)$")
 
 
-def _apply_keywords(sub: argparse.ArgumentParser, args, extra: list[str]) -> None:
+def _apply_keywords(sub: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
     """``name=value`` tokens for the subcommand's ``--name value`` options."""
-    options = {}
-    for action in sub._actions:
-        for opt in action.option_strings:
-            if opt.startswith("--"):
-                options[opt[2:]] = action
-                options[opt[2:].replace("-", "_")] = action
+    options: dict[str, argparse.Action] = {}
+    for act in sub._actions:
+        for opt in act.option_strings:
+            if opt.startswith("--") and act.nargs != 0:  # flags (--json) take no value
+                options[opt[2:]] = act
+                options[opt[2:].replace("-", "_")] = act
+    known = ", ".join(sorted({a.option_strings[-1][2:] for a in options.values()}))
     for token in extra:
         m = _KEYWORD.match(token)
         action = options.get(m.group(1)) if m else None
-        if action is None or action.nargs == 0:
-            known = sorted({a.option_strings[-1][2:] for a in options.values() if a.nargs != 0})
+        if m is None or action is None:
             sub.error(f"unrecognized argument {token!r}; {args.command} takes --name value "
-                         f"(or name=value) for: {', '.join(known)}")
-        value = m.group(2)
+                      f"(or name=value) for: {known}")
+            return  # pragma: no cover  (error exits)
+        convert = action.type if callable(action.type) else str
         try:
-            value = action.type(value) if action.type else value
+            value = convert(m.group(2))
         except (argparse.ArgumentTypeError, ValueError) as exc:
             sub.error(f"argument {token!r}: {exc}")
         if action.dest == "only":
-            value = [*(getattr(args, "only") or []), value]
+            value = [*(args.only or []), value]
         setattr(args, action.dest, value)
 
 

@@ -29,7 +29,13 @@ import numpy as np
 from . import _validate as _v
 from .exceptions import SolverError
 from .rows import closest_pair, row_diameter
-from .tension import TensionResult, min_tension, projected_rownorm, rownorm, steepest_descent
+from .tension import (
+    TensionResult,
+    min_tension,
+    projected_rownorm,
+    rownorm,
+    steepest_descent,
+)
 
 __all__ = [
     "UpdateReport",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hilbertgeom.proofs._core import Identity
 
 from hilbertgeom import cli, proofs
-from hilbertgeom.proofs._core import Identity
 
 
 def test_verify_quick_passes_and_prints_every_identity(capsys):
@@ -84,10 +84,10 @@ def test_console_script_verify_quick_only(tmp_path):
     checkout cannot shadow it): exit code, the table on stdout, a progress line per
     row on stderr.  (The full verify runs once, in .ci/run.)"""
     res = subprocess.run([*_console_script(), "verify", "--quick", "--only", "I4,I7", "--progress"],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                         check=False, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "2 passed, 0 failed" in res.stdout
-    assert re.search(r"^I4 .*PASS$", res.stdout, re.M) and re.search(r"^I7 .*PASS$", res.stdout, re.M)
+    assert re.search(r"^I4 .*PASS$", res.stdout, re.MULTILINE) and re.search(r"^I7 .*PASS$", res.stdout, re.MULTILINE)
     progress = [ln for ln in res.stderr.splitlines() if ln.startswith("[")]
     assert [ln.split()[1] for ln in progress] == ["I4", "I7"]
     assert all(re.match(r"^\[\d/2\] I\d +PASS  worst \S+  \(\d+\.\d s\)$", ln) for ln in progress), progress
@@ -111,8 +111,8 @@ def test_verify_prints_each_row_as_it_finishes(monkeypatch, capsys):
     monkeypatch.setitem(proofs.IDENTITIES, "I0b", Identity("I0b", "two", "test", "numeric", second))
     assert cli.main(["verify", "--only", "I0a,I0b", "--progress"]) == 0
     (before,) = seen_while_running
-    assert re.search(r"^\[1/2\] I0a +PASS", before, re.M) and "I0b" not in before
-    assert re.search(r"^\[2/2\] I0b +PASS", capsys.readouterr().err, re.M)
+    assert re.search(r"^\[1/2\] I0a +PASS", before, re.MULTILINE) and "I0b" not in before
+    assert re.search(r"^\[2/2\] I0b +PASS", capsys.readouterr().err, re.MULTILINE)
 
 
 def test_progress_is_silent_off_a_terminal_and_with_quiet(capsys):
@@ -153,7 +153,7 @@ def test_solver_failure_is_one_clean_line(capsys):
 
 def test_solver_failure_from_the_console_script(tmp_path):
     res = subprocess.run([*_console_script(), "bench-updates", "V=12", "d=3", "max-iter=1", "tol=1e-15"],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                         check=False, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert res.returncode == 1
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert "best certified bracket" in res.stderr

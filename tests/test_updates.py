@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hilbertgeom as hg
-from hilbertgeom.tolerances import tolerance
 from hilbertgeom import cli
+from hilbertgeom.tolerances import tolerance
 
 EXACT = tolerance("exact")
 
