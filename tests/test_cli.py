@@ -211,8 +211,12 @@ def test_help_text_for_every_option():
 def test_separation_accepts_keywords_and_options(capsys):
     assert cli.main(["separation", "n=4", "d=2", "restarts=3", "--quiet"]) == 0
     a = capsys.readouterr().out
-    assert cli.main(["separation", "--n", "4", "--d", "2", "--restarts", "3", "--quiet"]) == 0
-    assert capsys.readouterr().out == a and "n = 4 points in R^2" in a
+    assert cli.main(["separation", "--n", "4", "--d", "2", "--restarts", "3", "--progress"]) == 0
+    out, err = capsys.readouterr()
+    assert out == a and "n = 4 points in R^2" in a
+    start, done = err.splitlines()  # a sign of life before the search and after it
+    assert start == "hilbertgeom separation: n = 4, d = 2, 3 local searches ..."
+    assert re.fullmatch(r"hilbertgeom separation: done in \d+\.\d s", done)
 
 
 def test_separation_bad_arguments_say_what_is_accepted(capsys):
