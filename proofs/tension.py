@@ -402,8 +402,9 @@ def _i15(pf: Proof, rng, quick, seed):
                   scale=e * G.shape[0], tol=_kern(G))
             Gc = Gin - Gin.mean(axis=0)
             want = e / 2 * tot
+            # <P G, 1 m^T> vanishes up to the centring's rounding, relative to the input's entries
             pf.eq(f"decrease = (eta/2) sum ||g_i||, center={center}/{kind}", -float(np.sum(Gc * S)), want,
-                  scale=1e-300 + want, tol=_kern(G))
+                  scale=1e-300 + want + e / 2 * float(np.abs(Gin).sum()), tol=_kern(G))
             ctr = e / 2 * N.mean(axis=0)  # every row is at distance eta/2 from this centre, or closer
             pf.le(f"rad(S) <= eta/2 by an explicit ball, center={center}/{kind}",
                   float(row_norms(S - ctr).max()), e / 2, scale=e, tol=_kern(G))
