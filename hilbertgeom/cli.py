@@ -313,7 +313,12 @@ def _progress_options(p: argparse.ArgumentParser) -> None:
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
-        prog="hilbertgeom", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="hilbertgeom", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Reference numerics for the update geometry of the language-model head.\n\n"
+                    "Options are written --name value or name=value (hilbertgeom separation n=8 d=2).\n"
+                    "Results go to stdout, progress to stderr.  Exit codes: 0 success; 1 a failed check,\n"
+                    "or a solver that missed its tolerance (one line on stderr with the best\n"
+                    "certified bracket); 2 bad input.")
     parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     v = sub.add_parser("verify", help="check the paper's identities on seeded random and adversarial instances",
