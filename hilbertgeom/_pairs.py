@@ -439,26 +439,33 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
     gamma = d * u / (1.0 - d * u)
     kappa = 2.0 * (gamma + 4.0 * u)
     floor = 8.0 * (d + 2) * tiny
+    nrm = xp.sum(X * X, axis=1)
     if order is None:
-        nrm = xp.sum(X * X, axis=1)
         order = xp.argsort(-nrm, stable=True)
     Xo = xp.take(X, order, axis=0)
     B = min(max(1, int(tile)), V)
+    # blocks: at most B rows, and a new block wherever the (sorted) norm drops by more
+    # than 4x, so that the few large rows of a head gradient never share a block (and
+    # so a centre) with its tail of tiny near-equal rows; at most 64 such extra cuts
+    ns = xp.take(nrm, order)
+    drops = xp.nonzero(ns[1:] * 16.0 < ns[:-1])[0]
+    cuts = sorted({int(drops[t]) + 1 for t in range(min(64, drops.shape[0]))} | set(range(0, V, B)) | {V})
+    blocks = [(cuts[t], cuts[t + 1]) for t in range(len(cuts) - 1)]
     ar = xp.arange(B)
     upper = xp.reshape(ar, (B, 1)) < xp.reshape(ar, (1, B))
     up = 1.0 + 2.0 * (d + 2) * u  # rounds a computed norm up past the exact one
-    for a in range(0, V, B):
-        A = Xo[a : min(a + B, V), :]
+    for ta, (a0, a1) in enumerate(blocks):
+        A = Xo[a0:a1, :]
         c = xp.mean(A, axis=0)
         Ac = A - c
         na = xp.sum(Ac * Ac, axis=1)
         ra = xp.sqrt(na) * up
         ma = float(xp.max(ra))
-        for b in range(a, V, B):
-            if b == a:
+        for b0, b1 in blocks[ta:]:
+            if b0 == a0:
                 Bc, nb, rb = Ac, na, ra
             else:
-                Bc = Xo[b : min(b + B, V), :] - c
+                Bc = Xo[b0:b1, :] - c
                 nb = xp.sum(Bc * Bc, axis=1)
                 rb = xp.sqrt(nb) * up
             if reach is not None and ma + float(xp.max(rb)) <= reach * (1.0 - 4.0 * gamma):
@@ -467,8 +474,8 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
             s = xp.reshape(ra, (-1, 1)) + xp.reshape(rb, (1, -1))
             E = kappa * (s * s) + floor
             h, w = D2.shape
-            keep = upper[:h, :w] if b == a else None
-            yield TileBlock(order[a : a + h], order[b : b + w], D2, E, keep)
+            keep = upper[:h, :w] if b0 == a0 else None
+            yield TileBlock(order[a0:a1], order[b0:b1], D2, E, keep)
 
 
 def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):

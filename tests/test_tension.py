@@ -4,6 +4,7 @@ forms, the cvxpy reference in both forms, projected RowNorm."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,20 +33,33 @@ def simplex_rows(k: int, d: int) -> np.ndarray:
     return np.hstack([coords, np.zeros((k + 1, d - k))]) @ Q.T
 
 
+def brute_diameter(P: np.ndarray) -> float:
+    """D(P) by brute force over all pairs (independent of the library's kernel)."""
+    iu, ju = np.triu_indices(P.shape[0], 1)
+    return float(np.linalg.norm(P[iu] - P[ju], axis=1).max()) if iu.size else 0.0
+
+
 def check_certificate(G, res, tol=1e-6):
-    """Everything a certificate promises, checked independently."""
+    """Everything a certificate promises, checked independently: D(potential) by
+    brute force over pairs, the flow's divergence by explicit accumulation, its
+    cost by an explicit sum."""
     V = G.shape[0]
     P = res.potential
     # potential: centred, D <= 1, value = <G, P>
     assert np.abs(P.sum(axis=0)).max() <= 1e-12 * max(1.0, np.abs(P).sum())
-    assert hg.row_diameter(P) <= 1.0 + 4 * np.finfo(float).eps
-    assert res.value == pytest.approx(float(np.sum(G * P)), rel=1e-14, abs=1e-14)
+    assert brute_diameter(P) <= 1.0 + 4 * np.finfo(float).eps
+    assert res.value == pytest.approx(float(np.sum(G * P)), rel=1e-14, abs=1e-14 * np.abs(G).max())
     # I13: centred feasible potentials have ||phi_i|| <= 1
     assert np.linalg.norm(P, axis=1).max() <= 1.0 + 1e-12
     # flow: explicit part + residual balances G exactly
-    div = res.flow.divergence(V)
-    np.testing.assert_allclose(div + res.flow.residual, G, rtol=0, atol=1e-12 * (1 + np.abs(G).max()))
-    cost = np.linalg.norm(res.flow.vectors, axis=1).sum() + (V - 1) / V * np.linalg.norm(res.flow.residual, axis=1).sum()
+    I, J = res.flow.pairs.T
+    Y = res.flow.vectors
+    assert np.all(I < J)
+    div = np.zeros_like(G)
+    np.add.at(div, I, Y)
+    np.add.at(div, J, -Y)
+    np.testing.assert_allclose(div + res.flow.residual, G, rtol=0, atol=1e-12 * np.abs(G).max())
+    cost = np.linalg.norm(Y, axis=1).sum() + (V - 1) / V * np.linalg.norm(res.flow.residual, axis=1).sum()
     assert res.flow.cost >= cost
     # weak duality and the reported gap
     assert res.flow.cost >= res.value
@@ -315,3 +329,229 @@ def test_solver_error_names_status(monkeypatch):
     with pytest.raises(hg.SolverError, match="cvxpy/CLARABEL failed") as info:
         hg.min_tension(np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]]), method="cvxpy-flow")
     assert info.value.status == "solver_error"
+
+
+# ---------------------------------------------------------------- the scalable solver on gradient shapes
+def structures(V: int, d: int, seed: int) -> dict[str, np.ndarray]:
+    """Small gradients with the structures the solver must handle."""
+    from hilbertgeom.gradients import synthetic_head_gradient
+
+    rng = np.random.default_rng(seed)
+    low = rng.standard_normal((V, 2)) @ rng.standard_normal((2, d))
+    base = rng.standard_normal((V // 3, d))
+    dup = base[rng.integers(0, V // 3, V)]
+    zero = np.vstack([rng.standard_normal((V // 4, d)), np.zeros((V - V // 4, d))])
+    ce = synthetic_head_gradient(V, d, batch=24, seed=seed).G
+    out = {"gaussian": rng.standard_normal((V, d)), "low rank (2)": low, "duplicates": dup,
+           "zero rows": zero, "cross-entropy, near-equal tail": ce}
+    return {k: v - v.mean(axis=0) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("name", ["gaussian", "low rank (2)", "duplicates", "zero rows",
+                                  "cross-entropy, near-equal tail"])
+def test_alm_against_the_cvxpy_reference_on_structures(name):
+    G = structures(36, 4, 3)[name]
+    ref = hg.min_tension(G, method="cvxpy-flow")
+    res = hg.min_tension(G, tol=1e-8)
+    check_certificate(G, res, tol=1e-8)
+    check_certificate(G, ref, tol=SOLVER.rtol)
+    # each certified lower bound below the other's certified upper bound, values within the gaps
+    assert res.value <= ref.flow.cost * (1 + 1e-12) and ref.value <= res.flow.cost * (1 + 1e-12)
+    assert abs(res.value - ref.value) <= SOLVER.rtol * ref.value
+
+
+def test_duplicate_merge_matches_the_unmerged_solve(rng, monkeypatch):
+    """Equal rows are merged with multiplicities; the same G solved without the merge
+    (np.unique made to see every row as distinct) gives the same certified T, and the
+    merged potential gives equal rows one point."""
+    from hilbertgeom.tension import solver
+
+    base = rng.standard_normal((7, 3))
+    G = base[np.r_[0, 1, 1, 2, 3, 3, 3, 4, 5, 6, 6, 0, 2]]
+    G = G - G.mean(axis=0)
+    merged = hg.min_tension(G, tol=1e-10)
+    check_certificate(G, merged, tol=1e-10)
+    for a, b in [(1, 2), (4, 5), (4, 6), (9, 10), (0, 11)]:
+        assert np.array_equal(merged.potential[a], merged.potential[b])
+
+    real_unique = np.unique
+
+    def no_merge(a, **kw):
+        out = real_unique(a, **kw)
+        if kw.get("axis") == 0 and kw.get("return_inverse"):
+            n = a.shape[0]
+            return a, np.arange(n), np.ones(n, dtype=np.intp)
+        return out
+
+    monkeypatch.setattr(solver.np, "unique", no_merge)
+    plain = hg.min_tension(G, tol=1e-10)
+    monkeypatch.undo()
+    check_certificate(G, plain, tol=1e-10)
+    assert merged.value == pytest.approx(plain.value, rel=2e-10)
+    assert merged.value <= plain.flow.cost and plain.value <= merged.flow.cost
+
+
+def test_time_limit_returns_the_best_certified_bracket(rng):
+    G = centered(rng, 40, 5)
+    ref = hg.min_tension(G, tol=1e-10)
+    res = hg.min_tension(G, tol=1e-14, time_limit=1e-9)
+    assert res.status == "time_limit"
+    check_certificate(G, res, tol=1.0)
+    assert res.value <= ref.flow.cost and ref.value <= res.flow.cost  # a true bracket
+    with pytest.raises(ValueError, match="time_limit must be > 0"):
+        hg.min_tension(G, time_limit=0.0)
+
+
+def test_progress_lines_on_stderr(rng, capsys):
+    G = centered(rng, 12, 3)
+    hg.min_tension(G, tol=1e-9, verbose=True)
+    err = capsys.readouterr().err
+    assert re.search(r"min_tension outer +1: T in \[[0-9.e+-]+, [0-9.e+-]+\]  rel gap", err)
+
+
+@pytest.mark.parametrize("e", [-1000, -600, 600, 1000])
+def test_exact_power_of_two_rescale(rng, e):
+    """T is positively homogeneous: T(2^e G) = 2^e T(G), and the certificates scale exactly."""
+    G = centered(rng, 10, 3)
+    r0 = hg.min_tension(G, tol=1e-10)
+    Ge = np.ldexp(G, e)
+    r = hg.min_tension(Ge, tol=1e-10)
+    assert r.value == pytest.approx(math.ldexp(r0.value, e), rel=1e-9)
+    assert r.value <= math.ldexp(r0.flow.cost, e) * (1 + 1e-12)
+    assert math.ldexp(r0.value, e) <= r.flow.cost * (1 + 1e-12)
+    np.testing.assert_array_equal(r.potential, r0.potential)
+
+
+def test_huge_dynamic_range_and_top_of_range():
+    """Rows from 1e-300 to 1e300 (the scaling is then inexact: the certificate is made
+    on G itself), and entries near the top of float64: a certified answer, no hang."""
+    g = np.array([1e300, 1e200, 1e-100, 1e-300])
+    G = np.stack([g, -g, np.zeros(4)], axis=0)[:, :, None] * np.array([1.0, 0.5])
+    G = G.reshape(-1, 2)
+    G = G - G.mean(axis=0)
+    res = hg.min_tension(G, tol=1e-9)
+    assert res.status == "optimal" and res.value <= res.flow.cost
+    # V = 2: T = ||g_1|| (I14), here about 1.5e308 * sqrt(1.25)
+    G2 = np.array([[1.5e308, 0.75e308], [-1.5e308, -0.75e308]])
+    r2 = hg.min_tension(G2)
+    assert r2.value == pytest.approx(math.hypot(1.5e308, 0.75e308), rel=1e-9)
+    assert r2.value <= r2.flow.cost and r2.status == "optimal"
+    big = np.array([[1.5e308, 0.0], [1.5e308, 0.0], [-1.5e308, 0.0], [-1.5e308, 0.0]])
+    with pytest.raises(ValueError, match="exceeds the float64 range"):
+        hg.min_tension(big)  # T = 6e308
+
+
+# ---------------------------------------------------------------- tension_bounds on near-ties
+def near_tie_gradient(seed: int, tail: int = 1500, spread: float = 1e-9) -> np.ndarray:
+    """20 large rows and a tail of rows equal up to a relative `spread` (the Zipf tail)."""
+    rng = np.random.default_rng(seed)
+    big = rng.standard_normal((20, 6))
+    t = 1e-3 * (1.0 + rng.standard_normal(6))
+    G = np.vstack([big, t + spread * 1e-3 * rng.standard_normal((tail, 6))])
+    return G - G.mean(axis=0)
+
+
+def brute_balanced(G: np.ndarray) -> float:
+    """(1/V) sum_{i<j} ||g_i - g_j|| by direct float64 differences, in row blocks."""
+    V = G.shape[0]
+    total = 0.0
+    for a in range(V):
+        total += float(np.linalg.norm(G[a + 1 :] - G[a], axis=1).sum())
+    return total / V
+
+
+@pytest.mark.parametrize("tile", [64, 4096])
+def test_balanced_flow_bound_on_massive_near_ties(tile):
+    """The tiled balanced-flow upper bound is sound (above the direct sum) and tight
+    (within 1e-9 of it) on a gradient with a tail of 1500 rows equal up to 1e-9,
+    with no quadratic direct path; a one-block tile (every row in one block) too."""
+    from hilbertgeom.tension.bounds import _balanced_flow_cost
+
+    G = near_tie_gradient(0)
+    exact = brute_balanced(G)
+    up = _balanced_flow_cost(G, tile)
+    k = tolerance("kernel", d=G.shape[1])
+    assert up >= exact * (1 - k.rtol)
+    assert up <= exact * (1 + 1e-9)
+
+
+def far_spread_pairs(seed: int):
+    """Rows spread over 1e3 with 60 partners at distance 1 + 3e-12 (the threshold of
+    the test is 1): the GEMM's rounding (about u r^2 = 1e-10) decides such pairs."""
+    rng = np.random.default_rng(seed)
+    base = 1e3 * rng.standard_normal((60, 3))
+    e = rng.standard_normal((60, 3))
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    return np.vstack([base, base + (1 + 3e-12) * e])
+
+
+def brute_pairs_beyond(X, thr):
+    iu, ju = np.triu_indices(X.shape[0], 1)
+    dist = np.linalg.norm(X[iu] - X[ju], axis=1)
+    return set(zip(iu[dist > thr].tolist(), ju[dist > thr].tolist()))
+
+
+def found_pairs_beyond(X, thr, tile):
+    from hilbertgeom._pairs import pairs_beyond
+
+    i, j = pairs_beyond(X, np, thr, tile=tile)
+    return set(zip(i.tolist(), j.tolist()))
+
+
+@pytest.mark.parametrize("tile", [16, 4096])
+def test_pairs_beyond_exact_at_the_threshold(tile):
+    """The screened pair search finds exactly the pairs a direct float64 brute force
+    finds, including 60 pairs 3e-12 beyond the threshold that the GEMM cannot resolve."""
+    X = far_spread_pairs(0)
+    want = brute_pairs_beyond(X, 1.0)
+    assert all((i, i + 60) in want for i in range(60))
+    assert found_pairs_beyond(X, 1.0, tile) == want
+
+
+@pytest.mark.parametrize("plant", ["E = 0", "no re-centring, E = 0"])
+def test_planted_bug_in_the_tiles_is_caught(monkeypatch, plant):
+    """Planted bugs in the shared tiled primitive: the error bound dropped (with or
+    without the re-centring).  The pair search then misses pairs just beyond the
+    threshold; the check above fails."""
+    import hilbertgeom._pairs as pairs
+
+    real = pairs.sq_distance_tiles
+
+    def bugged(X, xp, **kw):
+        if plant.startswith("no re-centring"):
+            X = X + 0.0
+            for blk in real(X, xp, **kw):
+                A, B = X[blk.rows_a], X[blk.rows_b]
+                D2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
+                yield blk._replace(D2=D2, E=0.0 * blk.E)
+        else:
+            for blk in real(X, xp, **kw):
+                yield blk._replace(E=0.0 * blk.E)
+
+    X = far_spread_pairs(0)
+    want = brute_pairs_beyond(X, 1.0)
+    monkeypatch.setattr(pairs, "sq_distance_tiles", bugged)
+    assert found_pairs_beyond(X, 1.0, 4096) != want
+
+
+def test_planted_bug_no_recentring_is_caught(monkeypatch):
+    """Planted bug: blocks not re-centred (each row's rounding then scales with its
+    norm): the balanced-flow bound stays sound but loses its tightness on near-ties,
+    and the 1e-9 check above fails."""
+    import hilbertgeom._pairs as pairs
+    from hilbertgeom.tension.bounds import _balanced_flow_cost
+
+    G = near_tie_gradient(0)
+    exact = brute_balanced(G)
+    monkeypatch.setattr(pairs.np, "mean", lambda a, axis=None, **k: 0.0 * a[0] if axis == 0 else np.mean(a, axis))
+    up = _balanced_flow_cost(G, 64)
+    assert up >= exact
+    assert up > exact * (1 + 1e-9)
+
+
+def test_tension_bounds_near_ties_bracket_the_solve():
+    G = near_tie_gradient(2, tail=200)
+    b = hg.tension_bounds(G)
+    res = hg.min_tension(G, tol=1e-8)
+    check_certificate(G, res, tol=1e-8)
+    assert b.lower <= res.flow.cost and res.value <= b.upper

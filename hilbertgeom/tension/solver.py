@@ -296,7 +296,29 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ti
     >>> round(r.value, 9), r.status
     (1.0, 'optimal')
     """
-    X, centered = _v.zero_sum_matrix(G, center)
+    X0 = _v.matrix(G, "G", min_rows=2)
+    # exact power-of-two scaling to unit size (largest entry in [1/2, 1)) before anything
+    # is summed: sums of entries near 1e308 would overflow
+    amax = float(np.abs(X0).max())
+    e2 = math.frexp(amax)[1] if amax > 0 else 0
+    Xs0 = np.ldexp(X0, -e2)
+    exact = bool(np.array_equal(np.ldexp(Xs0, e2), X0))
+    if exact:
+        try:
+            Xs, centered = _v.zero_sum_matrix(Xs0, center)
+        except ValueError:  # the message names G's own column sum, not the scaled one
+            with np.errstate(over="ignore", invalid="ignore"):
+                _v.zero_sum_matrix(X0, center)
+            raise
+        X = None  # not needed: the certificate is made on Xs and scaled back
+    else:  # entries below the normal range after scaling: work on G itself
+        with np.errstate(over="raise", invalid="raise"):
+            try:
+                X, centered = _v.zero_sum_matrix(X0, center)
+            except FloatingPointError:
+                raise ValueError("G spans more than the float64 range allows (entries near 1e308 next to "
+                                 "subnormal ones); scale or truncate it") from None
+        Xs = np.ldexp(X, -e2)
     tol = _v.scalar(tol, "tol", minimum=0.0, strict=True)
     max_iter = _v.integer(max_iter, "max_iter", minimum=1)
     if time_limit is not None:
@@ -304,17 +326,13 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ti
     methods = ("auto", "alm", "cvxpy-potential", "cvxpy-flow")
     if method not in methods:
         raise ValueError(f"method must be one of {methods}; got {method!r}")
-    V, d = X.shape
+    V, d = Xs.shape
     if verbose is None:
         verbose = V > 500
-    if not np.any(X):
-        Z = np.zeros_like(X)
+    if not np.any(Xs) and (X is None or not np.any(X)):
+        Z = np.zeros_like(Xs)
         flow = Flow(np.zeros((0, 2), np.intp), np.zeros((0, d)), Z.copy(), 0.0)
         return TensionResult(0.0, Z, flow, 0.0, "zero", method if method != "auto" else "alm", centered, 0, 0.0)
-    # exact power-of-two scaling to unit size (largest entry in [1/2, 1))
-    e2 = math.frexp(float(np.abs(X).max()))[1]
-    Xs = np.ldexp(X, -e2)
-    exact = bool(np.array_equal(np.ldexp(Xs, e2), X))
     if method.startswith("cvxpy"):
         Phi, I, J, Y, its = _cvxpy_solve(Xs, method.split("-")[1])
         res = _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, method=method, centered=centered, iterations=its,
@@ -325,11 +343,12 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ti
     t0 = time.perf_counter()
     deadline = t0 + time_limit if time_limit is not None else math.inf
     # merge exactly equal rows (classes of the original rows)
-    uniq, inv, counts = np.unique(X + 0.0, axis=0, return_inverse=True, return_counts=True)
+    Xm = Xs if X is None else X  # equal rows of the problem as given (Xs may have underflowed)
+    uniq, inv, counts = np.unique(Xm + 0.0, axis=0, return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
     merged = uniq.shape[0] < V
     if merged:
-        Gm = np.ldexp(uniq, -e2) * counts[:, None]
+        Gm = (uniq if X is None else np.ldexp(uniq, -e2)) * counts[:, None]
         if verbose:
             _progress(f"  min_tension: {V} rows, {uniq.shape[0]} distinct (equal rows merged)")
     else:
@@ -337,8 +356,8 @@ def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, ti
     if Gm.shape[0] == 1:  # every row equal: G = 0 up to rounding, handled above
         Gm = Xs
         merged = False
-    best, W, scale, k, why = _alm_solve(Gm, tol=tol, max_outer=max_iter, verbose=verbose, deadline=deadline,
-                                        report_scale=math.ldexp(1.0, e2))
+    best, W, scale, _, why = _alm_solve(Gm, tol=tol, max_outer=max_iter, verbose=verbose, deadline=deadline,
+                                        report_scale=_ldexp(1.0, e2))
     # back to the original coordinates, rows and scale, and certify there
     Pm = best.potential @ W.T
     Ym = scale * (best.flow.vectors @ W.T)
@@ -383,19 +402,27 @@ def _spread_flow(Im, Jm, Ym, inv, counts):
     return np.minimum(i, j), np.maximum(i, j), Y
 
 
+def _ldexp(x: float, e: int) -> float:
+    try:
+        return math.ldexp(x, e)
+    except OverflowError:
+        return math.inf
+
+
 def _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, **kw):
     """The certificate for ``X`` from a solve of ``Xs = 2^-e2 X``: on ``Xs`` and
     scaled back by ``2^e2`` when the scaling was exact, else on ``X`` itself."""
     from dataclasses import replace
 
     if not exact:
-        res = _certify(X, Phi, I, J, np.ldexp(Y, e2), **kw)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow shows as a non-finite bracket
+            res = _certify(X, Phi, I, J, np.ldexp(Y, e2), **kw)
     else:
         r = _certify(Xs, Phi, I, J, Y, **kw)
-        f = math.ldexp(1.0, e2)
-        flow = Flow(pairs=r.flow.pairs, vectors=np.ldexp(r.flow.vectors, e2), residual=np.ldexp(r.flow.residual, e2),
-                    cost=r.flow.cost * f)
-        res = replace(r, value=r.value * f, gap=r.gap * f, flow=flow)
+        with np.errstate(over="ignore"):
+            flow = Flow(pairs=r.flow.pairs, vectors=np.ldexp(r.flow.vectors, e2),
+                        residual=np.ldexp(r.flow.residual, e2), cost=_ldexp(r.flow.cost, e2))
+        res = replace(r, value=_ldexp(r.value, e2), gap=_ldexp(r.gap, e2), flow=flow)
     if not (math.isfinite(res.value) and math.isfinite(res.flow.cost)):
         raise ValueError("T(G) exceeds the float64 range (its certified bracket overflows); scale G down")
     return res
