@@ -59,7 +59,7 @@ def bench_rows(quick: bool) -> None:
         t_eq = time.perf_counter() - t0
         print(f"{name:<22} separation ratio {rn_ratio:.4f} -> {r.separation_ratio:.4f}   "
               f"efficiency {r.relative_efficiency:.4f}   time {t_eq:6.1f} s vs RowNorm {t_rn:5.2f} s "
-              f"(ratio {t_eq / t_rn:.0f}x)   iterations {r.iterations}")
+              f"(ratio {t_eq / t_rn:.0f}x)   iterations {r.iterations}   stop {r.stop}")
 
 
 def _slsqp_repair(G, S0, delta):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -163,8 +163,7 @@ BEST_KNOWN_3D = [
 @pytest.mark.slow
 @pytest.mark.parametrize("k", BEST_KNOWN_3D, ids=lambda k: f"n={k.n}")
 def test_search_reaches_the_best_known_values_in_three_dimensions(k):
-    restarts = 80 if k.n == 11 else 20  # n = 11 needs more starts (seed 0)
-    r = hg.max_min_separation(k.n, 3, restarts=restarts, seed=0)
+    r = hg.max_min_separation(k.n, 3)  # default restarts and seed
     r2 = 1.0 / r.lower**2
     if k.closed_form:
         assert r2 == pytest.approx(k.r2, rel=1e-9)
@@ -526,3 +525,142 @@ def test_progress_lines_on_stderr(capsys):
     err = capsys.readouterr().err
     assert "Shor SDP with a 10-square PSD block" in err and "Shor SDP done: upper" in err
     assert "start 1/2 (relaxation): lower" in err
+
+
+
+# ---------------------------------------------------------------- stops, namespaces, large n
+def test_equalize_rows_stops_on_stagnation():
+    """A huge budget with a low keep used to hang: the ratio stops improving long before."""
+    G = _grad(0, 64, 4)
+    r = hg.equalize_rows(G, iters=5000, keep=0.5, patience=20)
+    assert r.stop == "stagnation" and r.iterations < 5000
+    # nothing better than 1e-9 (relative) came in the last `patience` iterations
+    earlier = hg.equalize_rows(G, iters=r.iterations - 20, keep=0.5, patience=10**6)
+    assert earlier.stop == "iterations"
+    assert r.separation_ratio <= earlier.separation_ratio * (1 + 1e-9)
+    assert hg.row_diameter(r.update) <= 1.0
+    assert r.separation_ratio == pytest.approx(hg.closest_pair(r.update).distance / hg.row_diameter(r.update),
+                                               rel=1e-12)
+
+
+def test_equalize_rows_reports_its_stop():
+    G = _grad(9, 200, 6)
+    assert hg.equalize_rows(G, iters=3).stop == "iterations"
+    r = hg.equalize_rows(G, iters=500, keep=0.999)
+    assert r.stop == "keep" and r.relative_efficiency >= 0.999
+    assert hg.equalize_rows(G, iters=0).stop == "iterations"
+
+
+def test_equalize_rows_namespace_argument():
+    G = _grad(11, 40, 4)
+    a = hg.equalize_rows(G, iters=10)
+    b = hg.equalize_rows(G, iters=10, xp="numpy")
+    c = hg.equalize_rows(G, iters=10, xp=np)
+    np.testing.assert_array_equal(a.update, b.update)
+    np.testing.assert_array_equal(a.update, c.update)
+    with pytest.raises(ValueError, match=r"xp must be an array namespace .* got the string 'cupyx'"):
+        hg.equalize_rows(G, xp="cupyx")
+    with pytest.raises(ValueError, match=r"xp must be an array namespace .* lacks asarray"):
+        hg.equalize_rows(G, xp=object())
+    with pytest.raises(ValueError, match="patience must be >= 1"):
+        hg.equalize_rows(G, patience=0)
+
+
+@pytest.mark.parametrize("n,d", [(2 * 10**6, 10**6), (10**8, 10**7), (2**40, 40), (2**40 + 1, 40)])
+def test_equidistant_limit_for_huge_dimension(n, d, monkeypatch):
+    """For n <= 2^d the packing bound is >= 1 and is not certified (its exact check raises a
+    float to the d-th power, which hung for d = 10^6); the I20 value is certified exactly."""
+    from fractions import Fraction
+
+    from hilbertgeom import equalize
+
+    real = equalize._packing_bound
+
+    def packing(n_, d_):
+        assert n_ > 2**d_, "packing bound certified where it cannot be below 1"
+        return real(n_, d_)
+
+    monkeypatch.setattr(equalize, "_packing_bound", packing)
+    lim = hg.equidistant_limit(n, d)
+    assert lim.source == "Jung + sum of squared distances (I20)" and not lim.possible
+    q = Fraction(n * d, (n - 1) * (d + 1))
+    assert Fraction(lim.upper) ** 2 >= q  # rounded up
+    assert Fraction(math.nextafter(lim.upper, 0.0)) ** 2 < q  # by one ulp at most
+    if n <= 2**d:
+        assert 1.0 / (n ** (1.0 / d) - 1.0) >= 1.0 > lim.upper
+    else:  # just above 2^d the packing bound is certified, and still above I20
+        assert equalize._packing_bound(n, d) > lim.upper
+
+
+# ---------------------------------------------------------------- magnitudes (homogeneity)
+def _same_result(a, b, k):
+    """b is a computed at G 2^k: bounds scale by 2^k exactly, the update is identical."""
+    assert b.status == a.status
+    assert b.lower == math.ldexp(a.lower, k) and b.upper == math.ldexp(a.upper, k)
+    assert b.gap == math.ldexp(a.gap, k)
+    np.testing.assert_array_equal(b.update, a.update)
+
+
+@pytest.mark.parametrize("k", [-1000, -996, -600, 600, 996, 1000])
+def test_equalized_descent_is_exactly_homogeneous_in_powers_of_two(k):
+    """G and G 2^k (magnitudes 1e-301 .. 1e301) give the same problem after the exact
+    rescaling at entry: bounds scaled by 2^k exactly, the same update, lower <= upper."""
+    G = _grad(3, 6, 2)
+    for delta in (0.0, 0.3):
+        ref = hg.equalized_descent(G, delta=delta)
+        r = hg.equalized_descent(np.ldexp(G, k), delta=delta)
+        _same_result(ref, r, k)
+        assert math.isfinite(r.lower) and r.lower <= r.upper
+
+
+@given(st.integers(-300, 300), st.floats(0.1, 0.5))
+@settings(max_examples=6)
+def test_equalized_descent_is_homogeneous_at_any_magnitude(p, delta):
+    """Decimal scales 1e-300 .. 1e300 (not powers of two: a different rounding of the same
+    problem): the bracket scales within the solver tolerance and stays ordered."""
+    G = _grad(5, 6, 2)
+    s = 10.0**p
+    ref = hg.equalized_descent(G, delta=delta)
+    r = hg.equalized_descent(G * s, delta=delta)
+    assert r.lower <= r.upper and math.isfinite(r.lower) and math.isfinite(r.upper)
+    assert r.upper / s == pytest.approx(ref.upper, rel=1e-6)
+    assert r.lower / s == pytest.approx(ref.lower, rel=1e-5)
+    assert _exact_feasible(r.update, 1.0, delta)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 5e-324 * 2**40, 1e300, 1.5e308])
+def test_frontier_and_equalizer_at_extreme_magnitudes(scale):
+    """No NaN or inf where the answer is representable: finite, ordered, feasible."""
+    G = _grad(6, 8, 3)
+    G /= 64 * np.abs(G).max()  # T(G) * 1.5e308 stays representable
+    Gs = G * scale
+    for r in hg.equalization_frontier(Gs, [0.0, 0.3], center=True):
+        assert math.isfinite(r.lower) and math.isfinite(r.upper) and r.lower <= r.upper
+        assert _exact_feasible(r.update, 1.0, r.delta)
+        assert r.upper / scale == pytest.approx(hg.equalized_descent(G, delta=r.delta).upper, rel=1e-5)
+    e = hg.equalize_rows(Gs, iters=20)
+    ref = hg.equalize_rows(G, iters=20)
+    assert math.isfinite(e.decrease) and e.decrease / scale == pytest.approx(ref.decrease, rel=1e-9)
+    assert e.separation_ratio == pytest.approx(ref.separation_ratio, rel=1e-9)
+    assert hg.row_diameter(e.update) <= 1.0
+
+
+@pytest.mark.parametrize("k", [-1000, 1000])
+def test_equalize_rows_is_exactly_homogeneous_in_powers_of_two(k):
+    G = _grad(7, 50, 3)
+    a = hg.equalize_rows(G, eta=0.7, iters=15)
+    b = hg.equalize_rows(np.ldexp(G, k), eta=0.7, iters=15)
+    np.testing.assert_array_equal(a.update, b.update)
+    assert b.decrease == math.ldexp(a.decrease, k) and b.separation_ratio == a.separation_ratio
+    c = hg.equalize_rows(G, eta=math.ldexp(0.7, 1000), iters=15)  # eta ~ 7e300
+    np.testing.assert_array_equal(c.update, np.ldexp(a.update, 1000))
+    assert c.diameter == math.ldexp(a.diameter, 1000) <= math.ldexp(0.7, 1000)
+
+
+def test_max_separation_at_decrease_is_scale_free():
+    G = _grad(6, 6, 2)
+    a, abad = hg.max_separation_at_decrease(G, eps=0.05, iters=4)
+    b, bbad = hg.max_separation_at_decrease(np.ldexp(G, 990), eps=0.05, iters=4)
+    assert b.delta == a.delta and bbad == abad
+    assert b.lower == math.ldexp(a.lower, 990)
+    np.testing.assert_array_equal(b.update, a.update)
