@@ -16,9 +16,12 @@ import re
 import sys
 import time
 
+from .tolerances import tolerance
+
 __all__ = ["main"]
 
 _EXIT_FAIL, _EXIT_USAGE = 1, 2
+_SOLVER_TOL = tolerance("solver").rtol  # default certified relative gap of the bench's solves
 
 
 def _fmt(x: float) -> str:
@@ -336,8 +339,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     b.add_argument("--V", type=_positive_int, default=64, help="tokens, at least 3 (default 64)")
     b.add_argument("--d", type=_positive_int, default=8, help="hidden size (default 8)")
     b.add_argument("--seed", type=int, default=0, help="seed of the gradient suite (default 0)")
-    b.add_argument("--tol", type=_positive_float, default=1e-8,
-                   help="certified relative gap of min_tension per case (default 1e-8)")
+    b.add_argument("--tol", type=_positive_float, default=_SOLVER_TOL,
+                   help=f"certified relative gap of min_tension per case (default {_SOLVER_TOL:g}, "
+                        "the solver tolerance of hilbertgeom.tolerances)")
     b.add_argument("--max-iter", type=_positive_int, default=200,
                    help="outer iterations of min_tension per case (default 200)")
     b.add_argument("--verbose", action="store_true", help="print the solver's iterations on stderr")
