@@ -43,6 +43,8 @@ import functools
 import math
 
 from hilbertgeom import _validate as _v
+from hilbertgeom import head as _head
+from hilbertgeom import rows as _rows
 from hilbertgeom._pairs import Pair
 from hilbertgeom.equalize import EqualizerResult
 from hilbertgeom.tension import TensionBounds, TensionResult
@@ -154,25 +156,45 @@ def softmax_hilbert_distance(z, z2, /, *, axis=-1):
 
 
 # --------------------------------------------------------------------------- rows
+# The formulas (centring, the power-of-two scaling near the ends of the range,
+# the hidden state) are the core's array-API kernels; here only device
+# acceptance and the tile-budgeted pair search (:func:`_kernels.extreme`).
+def _search(xp):
+    """The device's extreme-pair search for the core's scaling wrapper: tiles from the budget."""
+    return lambda X, nrm, mode, tile: _k.extreme(X, xp, nrm, mode, tile)
+
+
 @_scoped
 def center_rows(S, /):
-    r"""``P S`` (float64, on the device).
+    r"""``P S = S - 1 mean(S)`` in float64, on the device.
 
-    Equal to :func:`hilbertgeom.center_rows` up to the summation order of the
-    column mean (a few float64 ulps of the mean).
+    The core's kernel (:func:`hilbertgeom.center_rows`) run in the array's
+    namespace: the same answer to the last bit for the same summation order,
+    the same exact power-of-two path where a column sum would overflow or a
+    column mean be subnormal, and the same ``ValueError`` where the centred
+    rows exceed float64.
+
+    Parameters
+    ----------
+    S : (V, d) device array
+        Finite float32 or float64 rows (CuPy, or a CUDA tensor exporting DLPack).
+
+    Returns
+    -------
+    (V, d) float64 device array, on the device of ``S``.
     """
     X, xp = _b.device_matrix(S, "S", "center_rows")
-    return _k.center_rows(X, xp)
+    return _rows._center(X)
 
 
 def _extreme(S, norm, mode, tile, fn, min_rows):
     X, xp = _b.device_matrix(S, "S", fn, min_rows=min_rows)
-    nrm = _v.norm_choice(norm)
+    _v.norm_choice(norm)
     if tile is not None:
         tile = _v.integer(tile, "tile", minimum=1)
     if X.shape[0] == 1:
         return None
-    return _k.extreme(X, xp, nrm, mode, tile)
+    return _rows._extreme_pair(X, norm, mode, tile, search=_search(xp))
 
 
 @_scoped
@@ -186,14 +208,32 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
     swap).
     ``norm=2`` screens all pairs with one GEMM per ``tile x tile`` block (in
     float32 for float32 input) and re-checks the candidates in float64;
-    ``tile=None`` takes the largest tile the budget allows
-    (:func:`set_tile_budget`).  ``norm=inf`` is the largest column range;
+    ``norm=inf`` is the largest column range;
     ``norm=1`` a tiled ``O(V^2 d)`` float64 search whose sums may round
     differently from NumPy's pairwise summation (relative ``d 2^-53``).
+    Rows near the top of the float64 range are scaled by a power of two first,
+    as in the core (the same code).
+
+    Parameters
+    ----------
+    S : (V, d) device array
+        Finite float32 or float64 rows (CuPy, or a CUDA tensor exporting DLPack).
+    norm : {2, 1, inf}
+        Row norm.
+    return_pair : bool
+        Also return the attaining pair.
+    tile : int, optional
+        Rows per tile; ``None`` takes the largest tile the budget allows
+        (:func:`set_tile_budget`).
 
     Returns
     -------
     float, or Pair(distance, i, j) if ``return_pair``
+
+    Raises
+    ------
+    ValueError
+        If the diameter exceeds the float64 range.
     """
     p = _extreme(S, norm, "max", tile, "row_diameter", 1)
     if p is None:
@@ -207,6 +247,15 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
 def closest_pair(S, /, *, norm=2, tile=None):
     r"""Exact closest pair of rows of a device matrix (see :func:`row_diameter`).
 
+    Parameters
+    ----------
+    S : (V, d) device array
+        At least two finite float32 or float64 rows.
+    norm : {2, 1, inf}
+        Row norm.
+    tile : int, optional
+        Rows per tile (default from the tile budget).
+
     Returns
     -------
     Pair(distance, i, j)
@@ -217,20 +266,54 @@ def closest_pair(S, /, *, norm=2, tile=None):
 # --------------------------------------------------------------------------- head
 @_scoped
 def head_norm(S, /, *, hidden_norm=2, radius=1.0):
-    r"""``R D_*(S)``: the largest Hilbert change over a hidden ball (I6), on the device."""
+    r"""``R D_*(S)``: the largest Hilbert change over a hidden ball (I6), on the device.
+
+    The core's formula (:func:`hilbertgeom.head_norm`: mantissas and exponents
+    multiplied, no overflow in between) on the device's pair search.
+
+    Parameters
+    ----------
+    S : (V, d) device array
+        The update.
+    hidden_norm : {2, 1, inf}
+        Norm of the hidden-state ball.
+    radius : float
+        Its radius ``R >= 0``.
+
+    Returns
+    -------
+    float
+    """
     hn = _v.norm_choice(hidden_norm, "hidden_norm")
     R = _v.scalar(radius, "radius", minimum=0.0)
-    p = _extreme(S, _k._DUAL[hn], "max", None, "head_norm", 1)
-    return 0.0 if p is None else R * p.distance
+    X, xp = _b.device_matrix(S, "S", "head_norm")
+    return _head._head_norm(X, hn, R, search=_search(xp))
 
 
 @_scoped
 def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
-    r"""A hidden state attaining :func:`head_norm`: a ``(d,)`` float64 device array."""
+    r"""A hidden state attaining :func:`head_norm`, on the device.
+
+    The core's kernel (:func:`hilbertgeom.worst_case_hidden`) on the device's
+    pair search.
+
+    Parameters
+    ----------
+    S : (V, d) device array
+        The update.
+    hidden_norm : {2, 1, inf}
+        Norm of the hidden-state ball.
+    radius : float
+        Its radius ``R >= 0``.
+
+    Returns
+    -------
+    (d,) float64 device array
+    """
     hn = _v.norm_choice(hidden_norm, "hidden_norm")
     R = _v.scalar(radius, "radius", minimum=0.0)
     X, xp = _b.device_matrix(S, "S", "worst_case_hidden")
-    return _k.worst_case_hidden(X, xp, hn, R)
+    return _head._worst_case_hidden(X, hn, R, search=_search(xp))
 
 
 # --------------------------------------------------------------------------- tension
@@ -332,7 +415,7 @@ def evaluate_update(G, S, /, *, tension=None, center=False):
 
 # --------------------------------------------------------------------------- equalizer
 @_scoped
-def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, xp=None):
+def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, xp=None, patience=20):
     r"""The scalable equalizer of :func:`hilbertgeom.equalize_rows`, on the device.
 
     ``G`` is validated and projected on the device; the iterations run in its
@@ -344,4 +427,4 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
     X, ns = _gradient(G, False, "equalize_rows")
     if xp is not None and xp is not ns:
         raise ValueError(f"xp must be the namespace of G ({ns.__name__}) or None")
-    return core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns)
+    return core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns, patience=patience)

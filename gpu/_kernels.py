@@ -6,7 +6,11 @@ another device: only Python scalars and indices leave.  The formulas and the
 error analysis are the core's (:mod:`hilbertgeom.rows`,
 :mod:`hilbertgeom.metric`, :mod:`hilbertgeom.tension`); the exact Euclidean
 pair search is the core's own array-API kernel
-(:func:`hilbertgeom._pairs.extreme_pair_l2`).
+(:func:`hilbertgeom._pairs.extreme_pair_l2`).  Centring, the head norm and the
+worst-case hidden state are not here: :mod:`hilbertgeom.gpu` calls the core's
+array-API kernels (``rows._center``, ``rows._extreme_pair``,
+``head._head_norm``, ``head._worst_case_hidden``) with :func:`extreme` as
+their pair search, which adds only the tile budget.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from hilbertgeom._pairs import (
 )
 from hilbertgeom._validate import ZERO_SUM_RTOL
 from hilbertgeom.ball import jung_radius
-from hilbertgeom.head import _DUAL
 from hilbertgeom.metric import _hilbert
 
 from . import _backend as _b
@@ -88,11 +91,6 @@ def softmax_hilbert_distance(z, z2, xp, axis):
 
 
 # --------------------------------------------------------------------------- rows (I6)
-def center_rows(S, xp):
-    X = xp.astype(S, xp.float64)
-    return X - xp.mean(X, axis=0)
-
-
 def distinct_rows(X, xp):
     """Ascending indices of the rows to keep when exact duplicates are dropped.
 
@@ -117,7 +115,10 @@ def _l2_entry_bytes(X, xp) -> int:
 
 
 def extreme(X, xp, nrm: float, mode: str, tile) -> Pair:
-    """Extreme pair of a validated device matrix with ``V >= 2`` (core semantics)."""
+    """Extreme pair of a validated device matrix with ``V >= 2`` (core semantics), in
+    tiles from the budget (halved on out-of-memory).  The public functions reach it
+    through the core's scaling wrapper (:func:`hilbertgeom.rows._extreme_pair`),
+    which keeps the sums and distances of rows near ``1e308`` finite."""
     V, d = X.shape
     user = tile is not None
     if nrm == 2.0:
@@ -142,29 +143,6 @@ def extreme(X, xp, nrm: float, mode: str, tile) -> Pair:
     B = int(tile) if user else max(1, min(V, math.isqrt(_b.tile_budget_bytes() // (8 * 3 * min(d, _BRUTE_CHUNK)))))
     return _b.with_tile_fallback(lambda t: brute_pair(X, xp, metric, mode, t, _BRUTE_CHUNK), B,
                                  what="row_diameter" if mode == "max" else "closest_pair", user_tile=user)
-
-
-# --------------------------------------------------------------------------- head (I6)
-def worst_case_hidden(X, xp, hn: float, R: float):
-    V, d = X.shape
-    X = xp.astype(X, xp.float64)
-    h = xp.zeros((d,), dtype=xp.float64)
-    if V < 2:
-        h[0] = R
-        return h
-    dist, i, j = extreme(X, xp, _DUAL[hn], "max", None)
-    if dist == 0.0:
-        h[0] = R
-        return h
-    diff = X[i, :] - X[j, :]
-    diff = diff / xp.max(xp.abs(diff))  # scaled first: the norm of 1e-200 entries underflows
-    if hn == 2.0:
-        return R * diff / xp.sqrt(xp.sum(diff * diff))
-    if hn == math.inf:
-        return R * xp.where(diff >= 0, xp.ones_like(diff), -xp.ones_like(diff))
-    k = int(xp.argmax(xp.abs(diff)))
-    h[k] = R * math.copysign(1.0, float(diff[k]))
-    return h
 
 
 # --------------------------------------------------------------------------- tension (I11, I15-I17)

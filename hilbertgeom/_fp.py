@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import array_api_compat
 import numpy as np
 
 __all__: list[str] = []  # private module
@@ -42,9 +43,61 @@ def unit_shift(m: float, safe: int = SAFE) -> int:
     return 0 if -safe <= e <= safe else -e
 
 
-def max_abs(X: np.ndarray) -> float:
-    """``max |X|`` without forming ``|X|`` (no copy of a large array)."""
-    return max(float(X.max()), -float(X.min())) if X.size else 0.0
+def max_abs(X, xp=None) -> float:
+    """``max |X|`` without forming ``|X|`` (no copy of a large array); any array namespace."""
+    if xp is None:
+        xp = array_api_compat.array_namespace(X)
+    return max(float(xp.max(X)), -float(xp.min(X))) if math.prod(X.shape) else 0.0
+
+
+# ----------------------------------------------------------------------- array API (any namespace)
+def pow2(k, xp):
+    """``2.0**k`` as a float64 array of ``xp`` for integer-valued ``k`` in ``[-1074, 1023]``
+    (exact: a power of two in that range is a float64)."""
+    return xp.pow(xp.asarray(2.0, dtype=xp.float64), xp.astype(k, xp.float64))
+
+
+def exponent(x, xp):
+    """Integer-valued float64 ``e`` with ``x`` in ``[2^(e-1), 2^e)`` (``frexp``'s exponent)
+    for ``x > 0``; 0 where ``x == 0``.
+
+    ``log2`` gives the exponent to within one (it may round up just below a
+    power of two); comparing with the exact powers of two fixes it.
+    """
+    pos = x > 0
+    xs = xp.where(pos, xp.astype(x, xp.float64), xp.ones_like(x, dtype=xp.float64))
+    with np.errstate(over="ignore", under="ignore"):  # NumPy-backed namespaces: 2^1024 is inf, as wanted
+        e = xp.floor(xp.log2(xs)) + 1.0
+        e = xp.where(xs < pow2(e - 1.0, xp), e - 1.0, e)
+        up = xp.logical_and(e <= 1023.0, xs >= pow2(xp.minimum(e, 1023.0), xp))  # x < 2^1024 always
+        e = xp.where(up, e + 1.0, e)
+    return xp.where(pos, e, xp.zeros_like(e))
+
+
+def scale_pow2(X, k, xp):
+    """``X 2^k`` rounded once (what ``np.ldexp`` returns), for ``k`` an integer-valued
+    array broadcasting against ``X`` (one power per column, say) with entries in
+    ``[-1074, 2046]``.
+
+    A power of two in ``[2^-1074, 2^1023]`` is one float64, and one multiplication
+    by it rounds once; larger powers scale up in two exact steps (a result beyond
+    float64 is ``inf`` either way).
+    """
+    a = xp.minimum(k, xp.asarray(1023.0, dtype=xp.float64))
+    Y = X * pow2(a, xp)
+    if bool(xp.any(k > 1023.0)):
+        Y = Y * pow2(k - a, xp)
+    return Y
+
+
+def mul_pow2(X, k: int):
+    """``X 2^k`` for a Python integer ``k >= -1074``, rounded once (any array namespace;
+    ``X`` itself when ``k == 0``)."""
+    if k == 0:
+        return X
+    if k <= 1023:
+        return X * math.ldexp(1.0, k)
+    return X * math.ldexp(1.0, 1023) * math.ldexp(1.0, k - 1023)  # scaling up: both steps exact
 
 
 def ldexp(X: np.ndarray, k: int) -> np.ndarray:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import array_api_compat
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _fp
 from . import _validate as _v
 from ._validate import NormLike
-from .rows import _extreme_scaled
+from .rows import Search, _extreme_scaled
 from .tolerances import tolerance
 
 __all__ = [
@@ -33,12 +34,47 @@ __all__ = [
 _DUAL = {2.0: 2.0, math.inf: 1.0, 1.0: math.inf}
 
 
-def _diameter(X: np.ndarray, norm: float = 2.0) -> tuple[float, int]:
-    """``(m, t)`` with ``D(X) = m 2^t`` (no overflow in ``m``); ``(0, 0)`` for one row."""
+def _diameter(X, norm: float = 2.0, search: Search | None = None) -> tuple[float, int]:
+    """``(m, t)`` with ``D(X) = m 2^t`` (no overflow in ``m``); ``(0, 0)`` for one row.
+    ``X`` is a validated matrix of any array-API namespace."""
     if X.shape[0] < 2:
         return 0.0, 0
-    p, t = _extreme_scaled(X, norm, "max", None, up=True)
+    p, t = _extreme_scaled(X, norm, "max", None, up=True, search=search)
     return p.distance, t
+
+
+def _head_norm(X, hn: float, R: float, search: Search | None = None) -> float:
+    """``R D_*(X)`` without overflow in between (the kernel of :func:`head_norm`, any namespace)."""
+    m, t = _diameter(X, _DUAL[hn], search)
+    return _fp.product(R, m, shift=t, what="radius * D(S)", names="S or radius")
+
+
+def _worst_case_hidden(X, hn: float, R: float, search: Search | None = None):
+    """The kernel of :func:`worst_case_hidden`: a validated ``(V, d)`` matrix of any
+    array-API namespace in, a float64 ``(d,)`` array of that namespace out."""
+    xp = array_api_compat.array_namespace(X)
+    X = xp.astype(X, xp.float64, copy=False)
+    V, d = X.shape
+    h = xp.zeros((d,), dtype=xp.float64)
+    if V < 2:
+        h[0] = R
+        return h
+    (dist, i, j), _ = _extreme_scaled(X, _DUAL[hn], "max", None, search=search)
+    if dist == 0.0:
+        h[0] = R
+        return h
+    with np.errstate(over="ignore"):
+        diff = X[i, :] - X[j, :]
+    if not bool(xp.all(xp.isfinite(diff))):  # rows near +-1.8e308: the same direction from halves (exact)
+        diff = 0.5 * X[i, :] - 0.5 * X[j, :]
+    diff = diff / xp.max(xp.abs(diff))  # scaled first: the norm of 1e-200 entries underflows
+    if hn == 2.0:
+        return R * diff / xp.sqrt(xp.sum(diff * diff))
+    if hn == math.inf:
+        return R * xp.where(diff >= 0, xp.ones_like(diff), -xp.ones_like(diff))
+    k = int(xp.argmax(xp.abs(diff)))
+    h[k] = R * math.copysign(1.0, float(diff[k]))
+    return h
 
 
 def head_norm(S: ArrayLike, /, *, hidden_norm: NormLike = 2, radius: float = 1.0) -> float:
@@ -79,8 +115,7 @@ def head_norm(S: ArrayLike, /, *, hidden_norm: NormLike = 2, radius: float = 1.0
     """
     hn = _v.norm_choice(hidden_norm, "hidden_norm")
     R = _v.scalar(radius, "radius", minimum=0.0)
-    m, t = _diameter(_v.matrix(S, "S", keep_float32=True), _DUAL[hn])
-    return _fp.product(R, m, shift=t, what="radius * D(S)", names="S or radius")
+    return _head_norm(_v.matrix(S, "S", keep_float32=True), hn, R)
 
 
 def worst_case_hidden(S: ArrayLike, /, *, hidden_norm: NormLike = 2, radius: float = 1.0) -> np.ndarray:
@@ -113,28 +148,7 @@ def worst_case_hidden(S: ArrayLike, /, *, hidden_norm: NormLike = 2, radius: flo
     """
     hn = _v.norm_choice(hidden_norm, "hidden_norm")
     R = _v.scalar(radius, "radius", minimum=0.0)
-    X = _v.matrix(S, "S")
-    d = X.shape[1]
-    h = np.zeros(d)
-    if X.shape[0] < 2:
-        h[0] = R
-        return h
-    (dist, i, j), _ = _extreme_scaled(X, _DUAL[hn], "max", None)
-    if dist == 0.0:
-        h[0] = R
-        return h
-    with np.errstate(over="ignore"):
-        diff = X[i] - X[j]
-    if not np.isfinite(diff).all():  # rows near +-1.8e308: the same direction from halves (exact)
-        diff = 0.5 * X[i] - 0.5 * X[j]
-    diff = diff / np.abs(diff).max()  # scaled first: the norm of 1e-200 entries underflows
-    if hn == 2.0:
-        return R * diff / np.linalg.norm(diff)
-    if hn == math.inf:
-        return R * np.where(diff >= 0, 1.0, -1.0)
-    k = int(np.argmax(np.abs(diff)))
-    h[k] = R * math.copysign(1.0, diff[k])
-    return h
+    return _worst_case_hidden(_v.matrix(S, "S"), hn, R)
 
 
 def _unit_vector(r: np.ndarray) -> tuple[np.ndarray, int]:

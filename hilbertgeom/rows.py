@@ -10,6 +10,8 @@ is the float64 distance of the extremal pair, and the pair is the smallest
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import array_api_compat
 import numpy as np
@@ -67,33 +69,52 @@ def center_rows(S: ArrayLike, /) -> np.ndarray:
     array([[-1., -2.],
            [ 1.,  2.]])
     """
-    X = _v.matrix(S, "S")
+    return _center(_v.matrix(S, "S"))
+
+
+def _traps_overflow(xp) -> bool:
+    """True when ``np.errstate(over="raise")`` reaches the namespace's arithmetic
+    (NumPy itself, and array-api-strict, which computes with NumPy)."""
+    return array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_array_api_strict_namespace(xp)
+
+
+def _center(X):
+    """``P X`` in float64 for a validated finite ``(V, d)`` array of any array-API
+    namespace, returned in that namespace (the kernel of :func:`center_rows`,
+    also run by :func:`hilbertgeom.gpu.center_rows` on device arrays)."""
+    xp = array_api_compat.array_namespace(X)
+    X = xp.astype(X, xp.float64, copy=False)
     V = X.shape[0]
     # Fast path (every realistic input): X - mean(X) as is, when nothing overflows
     # and every column mean is 0 or a normal number; the answer is then exact
     # under power-of-two scaling (sums of normal numbers are equivariant; a
-    # subnormal partial sum is exact).
+    # subnormal partial sum is exact).  NumPy-backed namespaces trap the overflow
+    # (no extra pass); elsewhere the result is checked for finiteness.
+    trapped = _traps_overflow(xp)
     try:
-        with np.errstate(over="raise"):
-            s = X.sum(axis=0)
-            m = s / V  # == X.mean(axis=0)
-            if np.all((s == 0) | (np.abs(m) >= np.finfo(np.float64).smallest_normal)):
-                return X - m
+        with np.errstate(over="raise" if trapped else "ignore"):
+            s = xp.sum(X, axis=0)
+            m = s / V  # == mean(X)
+            if bool(xp.all(xp.logical_or(s == 0, xp.abs(m) >= xp.finfo(xp.float64).smallest_normal))):
+                out = X - m
+                if trapped or bool(xp.all(xp.isfinite(out))):
+                    return out
     except FloatingPointError:
         pass
-    top = np.maximum(X.max(axis=0), -X.min(axis=0))  # largest |entry| per column, no copy of X
-    e = np.frexp(top)[1]  # top in [2^(e-1), 2^e)
+    top = xp.maximum(xp.max(X, axis=0), -xp.min(X, axis=0))  # largest |entry| per column, no copy of X
+    e = _fp.exponent(top, xp)  # top in [2^(e-1), 2^e)
     # Safe columns: V entries below 2^(1022 - bits(V)) sum without overflow, and
     # above 2^-960 the mean is a normal number.  Other columns are brought to
     # [1/2, 1) first (a power of two per column: exact) and scaled back, rounding once.
-    safe = (top == 0) | ((e >= -960) & (e <= 1022 - V.bit_length()))
-    k = np.where(safe, 0, -e)
-    Y = np.ldexp(X, k)
-    Y -= Y.mean(axis=0)
+    safe = xp.logical_or(top == 0, xp.logical_and(e >= -960.0, e <= float(1022 - V.bit_length())))
+    k = xp.where(safe, xp.zeros_like(e), -e)
     with np.errstate(over="ignore"):
-        out = np.ldexp(Y, -k)
-    if not np.isfinite(out).all():
-        col = int(np.flatnonzero(~np.isfinite(out).all(axis=0))[0])
+        Y = _fp.scale_pow2(X, k, xp)
+        Y = Y - xp.mean(Y, axis=0)
+        out = _fp.scale_pow2(Y, -k, xp)
+    bad = xp.logical_not(xp.all(xp.isfinite(out), axis=0))
+    if bool(xp.any(bad)):
+        col = int(xp.argmax(xp.astype(bad, xp.int8)))
         raise ValueError(f"the centred rows P S exceed the float64 range (column {col} of S); rescale S")
     return out
 
@@ -107,9 +128,9 @@ def _first_occurrences(X: np.ndarray) -> np.ndarray:
     return np.fromiter(seen.values(), dtype=np.intp, count=len(seen))
 
 
-def _extreme(X: np.ndarray, norm, mode: str, tile) -> Pair:
-    """Extreme pair of an already validated float32/float64 matrix with ``V >= 2``."""
-    nrm = _v.norm_choice(norm)
+def _search(X: np.ndarray, nrm: float, mode: str, tile) -> Pair:
+    """The core's extreme-pair search: a validated NumPy float32/float64 matrix, ``V >= 2``,
+    a norm from :func:`hilbertgeom._validate.norm_choice`."""
     if nrm == 2.0:
         xp = array_api_compat.array_namespace(X)
         if mode == "max":
@@ -131,10 +152,19 @@ def _extreme(X: np.ndarray, norm, mode: str, tile) -> Pair:
     return brute_pair(X, np, "chebyshev" if nrm == math.inf else "cityblock", mode, B, d)
 
 
-def _extreme_scaled(X: np.ndarray, norm, mode: str, tile, *, up: bool = False) -> tuple[Pair, int]:
+Search = Callable[[Any, float, str, Any], Pair]
+"""An extreme-pair search ``search(X, norm, mode, tile)`` on an already scaled matrix:
+the core's :func:`_search` (NumPy), or the device's with its tile budget (:mod:`hilbertgeom.gpu`)."""
+
+
+def _extreme_scaled(X, norm, mode: str, tile, *, up: bool = False,
+                    search: Search | None = None) -> tuple[Pair, int]:
     """``(pair, t)``: the extreme pair of ``X`` with its distance given as
     ``pair.distance * 2^t`` (``t = 0`` unless ``X`` is near the top of the range).
 
+    ``X`` is a validated float32/float64 matrix of any array-API namespace with
+    ``V >= 2``; the scaling is written against the array API and ``search``
+    (default: the core's) finds the pair of the scaled rows.
     Near the top (largest entry ``>= 2^1018 / max(V, 2d)``) the kernels' column
     sums or the distances themselves could overflow; there the rows are scaled
     by ``2^-t`` first (exact, except that entries below ``2^(t-1022)`` lose low
@@ -143,18 +173,19 @@ def _extreme_scaled(X: np.ndarray, norm, mode: str, tile, *, up: bool = False) -
     (exact), so that the distance keeps all its digits for a product that
     follows (a subnormal distance has fewer).
     """
+    xp = array_api_compat.array_namespace(X)
+    nrm = _v.norm_choice(norm)
     t = 0
-    if X.dtype == np.float64:
+    if X.dtype == xp.float64:
         V, d = X.shape
         n = max(V, 2 * d)
-        amax = _fp.max_abs(X)
+        amax = _fp.max_abs(X, xp)
         if amax >= 2.0**1018 / n:
             t = n.bit_length() + 2
         elif up and 0.0 < amax < 2.0**-_fp.SAFE:
             t = math.frexp(amax)[1]
-        if t:
-            X = np.ldexp(X, -t)
-    return _extreme(X, norm, mode, tile), t
+        X = _fp.mul_pow2(X, -t)
+    return (search or _search)(X, nrm, mode, tile), t
 
 
 def _unscaled(p: Pair, t: int, what: str) -> Pair:
@@ -166,6 +197,14 @@ def _unscaled(p: Pair, t: int, what: str) -> Pair:
     except OverflowError:
         raise ValueError(f"the {what} of S exceeds the float64 range "
                          f"(> {np.finfo(np.float64).max:.4g}); rescale S") from None
+
+
+def _extreme_pair(X, norm, mode: str, tile, *, search: Search | None = None) -> Pair:
+    """The extreme pair of a validated matrix (``V >= 2``, any namespace), its distance
+    scaled back: the one code path of :func:`row_diameter`, :func:`closest_pair` and
+    their :mod:`hilbertgeom.gpu` counterparts."""
+    what = "row diameter" if mode == "max" else "closest-pair distance"
+    return _unscaled(*_extreme_scaled(X, norm, mode, tile, search=search), what)
 
 
 def row_diameter(S: ArrayLike, /, *, norm: NormLike = 2, return_pair: bool = False,
@@ -228,7 +267,7 @@ def row_diameter(S: ArrayLike, /, *, norm: NormLike = 2, return_pair: bool = Fal
         if return_pair:
             raise ValueError("S has a single row: its diameter is 0 but there is no pair to return")
         return 0.0
-    p = _unscaled(*_extreme_scaled(X, norm, "max", tile), "row diameter")
+    p = _extreme_pair(X, norm, "max", tile)
     return p if return_pair else p.distance
 
 
@@ -255,4 +294,4 @@ def closest_pair(S: ArrayLike, /, *, norm: NormLike = 2, tile: int | None = None
     Pair(distance=1.4142135623730951, i=0, j=2)
     """
     X = _v.matrix(S, "S", keep_float32=True, min_rows=2)
-    return _unscaled(*_extreme_scaled(X, norm, "min", tile), "closest-pair distance")
+    return _extreme_pair(X, norm, "min", tile)
