@@ -1073,7 +1073,8 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
         Defaults to the namespace of ``G`` (NumPy for array_like input); the
         string ``"numpy"`` is accepted for NumPy.
     patience : int
-        Iterations without a better separation ratio before stopping.
+        Iterations without a better separation ratio (by ``1e-9``,
+        relative) before stopping.
 
     Returns
     -------
