@@ -8,11 +8,9 @@ import math
 import numpy as np
 
 from .. import _validate as _v
-from .._fp import scale_to_unit
-from .._pairs import distance_sum_upper
 from ..ball import jung_radius
 from ..rows import row_diameter
-from ._results import _U64, TensionBounds, _rownorms
+from ._results import _U64, TensionBounds, _balanced_flow_cost, _rownorms
 
 __all__ = ["projected_rownorm", "rownorm", "tension_bounds"]
 
@@ -194,26 +192,3 @@ def tension_bounds(G, /, *, center=False, tile=2048):
 
 
 _TINY_SUB = 2.0**-1074
-
-
-def _balanced_flow_cost(X: np.ndarray, tile: int) -> float:
-    """``(1/V) sum_{i<j} ||x_i - x_j||`` rounded up, in tiles (no V x V array).
-
-    One pass of the shared tiled-distance primitive
-    (:func:`hilbertgeom._pairs.distance_sum_upper`): blocks of rows sorted by
-    norm, re-centred on their mean before the GEMM, each squared distance
-    raised by its own error bound.  Near-coincident rows (the Zipf tail of a
-    head gradient) get a tight bound from the re-centring, with no direct
-    recomputation: the cost is one half ``V x V x d`` GEMM plus ``O(V^2)``
-    elementwise work.
-    """
-    V = X.shape[0]
-    C = X - X.mean(axis=0)
-    m = float(np.abs(C).max())
-    if m == 0.0:
-        return 0.0
-    C, k = scale_to_unit(C, m)  # exact rescaling: no under/overflow of squares
-    # exactly equal rows are at distance 0: merge them, weight pairs by multiplicities
-    C, counts = np.unique(C + 0.0, axis=0, return_counts=True)
-    w = counts.astype(np.float64) if C.shape[0] < V else None
-    return math.ldexp(distance_sum_upper(C, np, tile=tile, weights=w), -k) / V * (1.0 + 2.0 * _U64)

@@ -13,6 +13,7 @@ import numpy as np
 from .. import _validate as _v
 from .._pairs import pairs_beyond
 from ..exceptions import SolverError
+from ..rows import row_diameter
 from ._results import (
     _U64,
     Flow,
@@ -161,7 +162,9 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
     Cs = C / scale
     # start from the RowNorm potential, feasible and within sqrt((k+1)/(2k)) of optimal
     N = rownorm(Cs)
-    P = 0.5 * (N - N.mean(axis=0))
+    P = N - N.mean(axis=0)
+    Dn = row_diameter(P)
+    P = P / Dn if Dn > 0 else 0.5 * P  # diameter 1: the RowNorm lower bound of tension_bounds
     st = _ALMState(G=Cs, mu=mu)
     t0 = time.perf_counter()
     best = None
