@@ -131,8 +131,20 @@ def hilbert_distance(p, q, /, *, axis=-1):
     .. math:: H(p, q) = \max_i \log\frac{p_i}{q_i} - \min_i \log\frac{p_i}{q_i}
 
     Same rules and values as :func:`hilbertgeom.hilbert_distance` (``inf``
-    where the supports differ).  Returns a Python float for one pair, a
-    float64 device array for a batch.
+    where the supports differ).
+
+    Parameters
+    ----------
+    p, q : device arrays
+        Nonnegative float32 or float64 vectors (or batches that broadcast),
+        each slice with a positive entry.
+    axis : int
+        The coordinate axis.
+
+    Returns
+    -------
+    float or float64 device array
+        A Python float for one pair, a float64 device array for a batch.
     """
     x, y, xp = _pair_of(p, q, ("p", "q"), "hilbert_distance")
     return _k.hilbert_distance(x, y, xp, axis)
@@ -140,7 +152,20 @@ def hilbert_distance(p, q, /, *, axis=-1):
 
 @_scoped
 def variation_norm(x, /, *, axis=-1):
-    r"""The variation seminorm ``max_i x_i - min_i x_i`` (float64), on the device."""
+    r"""The variation seminorm ``max_i x_i - min_i x_i`` (float64), on the device.
+
+    Parameters
+    ----------
+    x : device array
+        Finite float32 or float64 entries, at least one along ``axis``.
+    axis : int
+        The coordinate axis.
+
+    Returns
+    -------
+    float or float64 device array
+        A Python float for a vector, a device array for a batch.
+    """
     a, xp = _array(x, "x", "variation_norm")
     return _k.variation_norm(a, xp, axis)
 
@@ -150,6 +175,18 @@ def softmax_hilbert_distance(z, z2, /, *, axis=-1):
     r"""``H(softmax z, softmax z2) = var(z - z2)`` from logits, on the device (I2).
 
     The difference is taken in float64, as in the core.
+
+    Parameters
+    ----------
+    z, z2 : device arrays
+        Finite logits (float32 or float64) that broadcast.
+    axis : int
+        The vocabulary axis.
+
+    Returns
+    -------
+    float or float64 device array
+        A Python float for one pair, a device array for a batch.
     """
     a, b, xp = _pair_of(z, z2, ("z", "z2"), "softmax_hilbert_distance")
     return _k.softmax_hilbert_distance(a, b, xp, axis)
@@ -421,6 +458,19 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
     ``G`` is validated and projected on the device; the iterations run in its
     namespace (``xp``, if given, must be that namespace).  The update in the
     result stays on the device.
+
+    Parameters
+    ----------
+    G : (V, d) device array
+        The gradient, zero column sums (float32 or float64).
+    eta, keep, iters, step, tile, patience
+        As in :func:`hilbertgeom.equalize_rows`.
+    xp : array namespace, optional
+        ``None`` or the namespace of ``G``.
+
+    Returns
+    -------
+    EqualizerResult
     """
     from hilbertgeom.equalize import equalize_rows as core
 

@@ -254,6 +254,17 @@ def set_tile_budget(nbytes) -> int:
     in float64.  Memory beyond the tile is a few ``V x d`` working copies (see
     the GPU page of the docs).  The default is 1 GiB.
 
+    Parameters
+    ----------
+    nbytes : int
+        Bytes of device memory for one tile's temporaries, at least one
+        128-row float64 tile (294912).
+
+    Returns
+    -------
+    int
+        The previous budget, to restore it later.
+
     Examples
     --------
     >>> import hilbertgeom.gpu as hg
@@ -277,6 +288,12 @@ def set_tile_budget(nbytes) -> int:
 @contextlib.contextmanager
 def tile_budget(nbytes):
     """Context manager form of :func:`set_tile_budget`.
+
+    Parameters
+    ----------
+    nbytes : int
+        The tile budget in bytes inside the ``with`` block; the previous one
+        is restored on leaving it.
 
     Examples
     --------

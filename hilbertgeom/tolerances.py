@@ -54,10 +54,45 @@ class Tolerance:
     atol: float
 
     def bound(self, scale: float) -> float:
-        """The allowed error for quantities of magnitude ``scale``."""
+        """The allowed error for quantities of magnitude ``scale``: ``atol + rtol |scale|``.
+
+        Parameters
+        ----------
+        scale : float
+            Magnitude of the quantity (or of the terms it was computed from).
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> Tolerance(rtol=0.5, atol=1.0).bound(-4.0)
+        3.0
+        """
         return self.atol + self.rtol * abs(float(scale))
 
     def close(self, a: float, b: float, scale: float | None = None) -> bool:
+        """Whether ``|a - b| <= bound(scale)``.
+
+        Parameters
+        ----------
+        a, b : float
+            The two values.
+        scale : float, optional
+            Magnitude for the relative part; default ``max(|a|, |b|)``.
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> Tolerance(rtol=1e-3, atol=0.0).close(1000.0, 1000.5)
+        True
+        >>> Tolerance(rtol=1e-3, atol=0.0).close(1000.0, 1000.5, scale=1.0)
+        False
+        """
         s = max(abs(float(a)), abs(float(b))) if scale is None else scale
         return abs(float(a) - float(b)) <= self.bound(s)
 
