@@ -127,6 +127,8 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, 
             step, slope = -g, -gn * gn
         t = 1.0
         for _ in range(30):
+            if time.perf_counter() > deadline:
+                return P, True
             Pn = P + t * step
             In, Jn, Ln = st.edges(Pn)
             fn_, gn_, _, vn, nvn = st.evaluate(Pn, In, Jn, Ln)
@@ -167,7 +169,11 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
     P = P / Dn if Dn > 0 else 0.5 * P  # diameter 1: the RowNorm lower bound of tension_bounds
     st = _ALMState(G=Cs, mu=mu)
     t0 = time.perf_counter()
-    best = None
+    # the best potential and the best flow are kept apart and combined: the first
+    # certificate (RowNorm potential, empty flow: the balanced flow) is the floor
+    z = np.zeros(0, np.intp)
+    best = _certify(Cs, P, z, z, np.zeros((0, k)), method="alm", centered=False, iterations=0, tol=tol)
+    top_P, top_flow = best.potential, (z, z, np.zeros((0, k)), best.flow.cost)
     why = "iteration_limit"
 
     def fun(x):
@@ -176,10 +182,14 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
         f, g, *_ = st.evaluate(Px, *st.edges(Px))
         return f, g.ravel()
 
+    def stop_at_deadline(intermediate_result):
+        if time.perf_counter() > deadline:
+            raise StopIteration  # L-BFGS-B returns its current point
+
     newton_failed = False
     for outer in range(1, max_outer + 1):
         if outer == 1 or newton_failed:  # warm-up where Newton has no good start
-            res = minimize(fun, P.ravel(), jac=True, method="L-BFGS-B",
+            res = minimize(fun, P.ravel(), jac=True, method="L-BFGS-B", callback=stop_at_deadline,
                            options={"maxiter": lbfgs_iter, "gtol": 1e-10, "ftol": 1e-15, "maxcor": 20})
             P = res.x.reshape(V, k)
         P, progressed = _newton_inner(st, P, max_steps=20, gtol=1e-12 * math.sqrt(V * k), deadline=deadline)
@@ -189,8 +199,14 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
         keep = np.linalg.norm(Y, axis=1) > 0
         st.I, st.J, st.L = I[keep], J[keep], Y[keep]
         cert = _certify(Cs, P, st.I, st.J, st.L, method="alm", centered=False, iterations=outer, tol=tol)
-        if best is None or cert.gap < best.gap:
-            best = cert
+        if cert.value >= best.value and cert.flow.cost <= best.flow.cost:
+            best, top_P, top_flow = cert, cert.potential, (st.I, st.J, st.L, cert.flow.cost)
+        elif cert.value > best.value or cert.flow.cost < best.flow.cost:
+            if cert.value > best.value:
+                top_P = cert.potential
+            if cert.flow.cost < top_flow[3]:
+                top_flow = (st.I, st.J, st.L, cert.flow.cost)
+            best = _certify(Cs, top_P, *top_flow[:3], method="alm", centered=False, iterations=outer, tol=tol)
         if verbose:
             f = scale * report_scale
             _progress(f"  min_tension outer {outer:3d}: T in [{best.value * f:.12g}, {best.flow.cost * f:.12g}]  "
