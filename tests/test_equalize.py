@@ -275,9 +275,9 @@ def test_max_separation_keeping_most_of_the_decrease():
 
 
 @pytest.mark.parametrize("kw,exc,match", [
-    (dict(delta=1.5), ValueError, r"delta must be in \[0, 1\]"),
-    (dict(delta=-0.1), ValueError, "delta must be >= 0"),
-    (dict(delta=0.1, eta=0.0), ValueError, "eta must be > 0"),
+    ({"delta": 1.5}, ValueError, r"delta must be in \[0, 1\]"),
+    ({"delta": -0.1}, ValueError, "delta must be >= 0"),
+    ({"delta": 0.1, "eta": 0.0}, ValueError, "eta must be > 0"),
 ])
 def test_equalized_bad_input(kw, exc, match):
     with pytest.raises(exc, match=match):
