@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilbertgeom.proofs._core import Identity
 
 from hilbertgeom import cli, proofs
+from hilbertgeom.proofs._core import Identity
 
 
 def test_verify_quick_passes_and_prints_every_identity(capsys):
