@@ -220,7 +220,7 @@ def center_rows(S, /):
     -------
     (V, d) float64 device array, on the device of ``S``.
     """
-    X, xp = _b.device_matrix(S, "S", "center_rows")
+    X, _ = _b.device_matrix(S, "S", "center_rows")
     return _rows._center(X)
 
 

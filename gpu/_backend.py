@@ -311,7 +311,7 @@ def tile_budget(nbytes):
 
 def tile_rows(entry_bytes: int, V: int) -> int:
     """Rows per tile allowed by the budget for ``entry_bytes`` per tile entry."""
-    B = int(math.isqrt(tile_budget_bytes() // max(1, entry_bytes)))
+    B = math.isqrt(tile_budget_bytes() // max(1, entry_bytes))
     B = max(MIN_TILE, B - B % MIN_TILE)
     return max(1, min(B, V))
 

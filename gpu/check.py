@@ -35,6 +35,7 @@ import datetime
 import math
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,7 @@ class _Dev:
 
     def __init__(self, dry: bool):
         self.dry = dry
+        self.xp: Any  # NumPy or CuPy
         if dry:
             self.xp = np
             self.name = f"CPU dry run (NumPy {np.__version__}); timings are not GPU numbers"
@@ -162,6 +164,7 @@ def _parity(dev: _Dev, hg, rows: list, small: bool) -> bool:
     P[0, 5] = 0.0  # a different support: inf on both sides
     got = dev.get(hg.hilbert_distance(dev.put(P), dev.put(Q)))
     want = core.hilbert_distance(P, Q)
+    want = np.asarray(want)
     fin = np.isfinite(want)
     # log on the device and in NumPy may differ by an ulp or two
     good = np.array_equal(np.isfinite(got), fin) and np.allclose(got[fin], want[fin], rtol=8 * 2.0**-52, atol=0)
@@ -200,7 +203,8 @@ def _parity(dev: _Dev, hg, rows: list, small: bool) -> bool:
         else:
             T = torch.randn(V, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             host = T.detach().float().cpu().numpy()
-            ok, why = pair_matches(hg.row_diameter(T, return_pair=True), core.row_diameter(host, return_pair=True), host)
+            want = core.row_diameter(host, return_pair=True)
+            ok, why = pair_matches(hg.row_diameter(T, return_pair=True), want, host)
             record("torch bfloat16 (requires_grad) via DLPack", ok, why)
     return ok_all
 
@@ -212,7 +216,7 @@ def _bench(dev: _Dev, hg, rows: list, small: bool) -> None:
 
     def line(name, ours, peer_name, peer, target=None):
         ratio = ours / peer if peer > 0 else math.inf
-        verdict = "" if target is None else (" (target <= %.1fx: %s)" % (target, "met" if ratio <= target else "MISSED"))
+        verdict = "" if target is None else f" (target <= {target:.1f}x: {'met' if ratio <= target else 'MISSED'})"
         detail = f"{ours:.3f} s vs {peer_name} {peer:.3f} s: {ratio:.2f}x{verdict}; pool after {dev.pool()}"
         rows.append(("bench", name, f"{ratio:.2f}x", detail))
         print(f"  {name}: {detail}", flush=True)
@@ -251,7 +255,7 @@ def _bench(dev: _Dev, hg, rows: list, small: bool) -> None:
     except Exception as exc:  # pylibraft missing, or the dry run
         rows.append(("bench", "cdist comparison", "SKIP", f"{type(exc).__name__}: {exc}"))
         print(f"  cdist comparison skipped: {type(exc).__name__}: {exc}", flush=True)
-    del S
+    S = None  # free the device memory before the next benchmark
     dev.free()
 
     Vr, dr = (4096, 128) if small else (262144, 8192)

@@ -6,9 +6,21 @@ the row-diameter head norm and its backward bounds, with exact kernels and a
 ``hilbertgeom verify`` command that checks the paper's identities.
 """
 
-from . import ball, equalize, head, metric, rows, tension, tolerances, updates
-from . import gradients  # head-gradient generators: hilbertgeom.gradients.*
-from . import testing  # assertions for optimizer authors: hilbertgeom.testing.* (no Hypothesis import)
+# the concept modules as attributes (hg.rows, hg.tension, ...), and two public subpackages:
+# hilbertgeom.gradients (head-gradient generators) and hilbertgeom.testing (assertions for
+# optimizer authors; no Hypothesis import)
+from . import (  # noqa: F401
+    ball,
+    equalize,
+    gradients,
+    head,
+    metric,
+    rows,
+    tension,
+    testing,
+    tolerances,
+    updates,
+)
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
 from .equalize import (
     EqualizedResult,

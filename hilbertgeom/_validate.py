@@ -31,7 +31,7 @@ def _is_device_array(x) -> bool:
     if _aac.is_array_api_obj(x) and not isinstance(x, np.ndarray):
         try:
             dev = _aac.device(x)
-        except Exception:  # noqa: BLE001  # pragma: no cover - exotic array objects raise anything
+        except Exception:  # pragma: no cover - exotic array objects raise anything
             return False
         text = str(dev).lower()
         return not ("cpu" in text or text == "none")
@@ -62,7 +62,7 @@ def to_numpy(x, name: str) -> np.ndarray:
             pass
     try:
         return np.asarray(x)
-    except Exception as exc:  # noqa: BLE001 - ragged lists and the like; re-raised as TypeError
+    except Exception as exc:  # ragged lists and the like; re-raised as TypeError
         raise TypeError(f"{name} could not be read as an array: {exc}") from None
 
 
@@ -192,7 +192,7 @@ def norm_choice(norm, name: str = "norm") -> float:
             return table[key]
     elif isinstance(norm, (numbers.Real, np.floating, np.integer)) and not isinstance(norm, bool):
         v = float(norm)
-        if v in (1.0, 2.0) or np.isinf(v) and v > 0:
+        if v in (1.0, 2.0) or (np.isinf(v) and v > 0):
             return v
     raise ValueError(f"{name} must be one of 2, 1 or inf; got {norm!r}")
 

@@ -239,7 +239,7 @@ def _dual_column_generation(Z: np.ndarray, T0: list[int], rounds: int = 50):
 
     cand = sorted(set(T0))
     lam = np.full(len(cand), 1.0 / len(cand))
-    for r in range(1, rounds + 1):
+    for r in range(1, rounds + 1):  # noqa: B007 - the number of rounds taken is returned
         P = Z[cand]
         b = (P * P).sum(axis=1)
         K = P @ P.T

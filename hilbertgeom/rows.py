@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 import array_api_compat
 import numpy as np
@@ -205,6 +205,17 @@ def _extreme_pair(X, norm, mode: str, tile, *, search: Search | None = None) -> 
     their :mod:`hilbertgeom.gpu` counterparts."""
     what = "row diameter" if mode == "max" else "closest-pair distance"
     return _unscaled(*_extreme_scaled(X, norm, mode, tile, search=search), what)
+
+
+@overload
+def row_diameter(S: ArrayLike, /, *, norm: NormLike = ..., return_pair: Literal[False] = ...,
+                 tile: int | None = ...) -> float: ...
+@overload
+def row_diameter(S: ArrayLike, /, *, norm: NormLike = ..., return_pair: Literal[True],
+                 tile: int | None = ...) -> Pair: ...
+@overload
+def row_diameter(S: ArrayLike, /, *, norm: NormLike = ..., return_pair: bool = ...,
+                 tile: int | None = ...) -> float | Pair: ...
 
 
 def row_diameter(S: ArrayLike, /, *, norm: NormLike = 2, return_pair: bool = False,

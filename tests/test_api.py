@@ -26,7 +26,10 @@ def _literal_all(path):
     import ast
 
     for node in ast.parse(path.read_text()).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        else:
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
             val = node.value
             if isinstance(val, ast.List) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
@@ -87,14 +90,13 @@ def test_arrays_are_positional_only():
 
 
 def test_gpu_and_proofs_import_without_cuda_and_core_does_not_import_them():
+    import re
     import sys
 
     import hilbertgeom.gpu
     import hilbertgeom.proofs  # noqa: F401
 
-    import re
-
-    core_src = "".join(inspect.getsource(importlib.import_module(m)) for m in MODULES + ["hilbertgeom"])
+    core_src = "".join(inspect.getsource(importlib.import_module(m)) for m in [*MODULES, "hilbertgeom"])
     imports = "\n".join(re.findall(r"^\s*(?:from|import)\s+\S+.*$", core_src, flags=re.M))
     assert "gpu" not in imports and "cupy" not in imports
     assert "matplotlib" not in imports and "plots" not in imports  # optional; only the CLI imports them

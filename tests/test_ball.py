@@ -123,7 +123,7 @@ def test_high_dimension_many_points():
 def test_single_point_and_duplicates():
     b = hg.minimum_enclosing_ball([[1.0, 2.0]])
     assert b.radius == 0.0 and b.center.tolist() == [1.0, 2.0]
-    r, c = hg.covering_radius([[1.0, 1.0]] * 4)
+    r, _ = hg.covering_radius([[1.0, 1.0]] * 4)
     assert r == 0.0
 
 

@@ -118,7 +118,7 @@ def run_page(path: Path, root: Path = ROOT) -> list[str]:
             runner.run(test, clear_globs=False)
             assert runner.failures == 0, f"{where}: the doctest block fails (see the output above)"
         else:
-            exec(compile(b.code, where, "exec"), ns)  # noqa: S102 - the documentation's own code
+            exec(compile(b.code, where, "exec"), ns)  # the documentation's own code
     return skipped
 
 

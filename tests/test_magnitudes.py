@@ -91,7 +91,7 @@ def test_hilbert_distance_projective(pq, a, b, rows):
     e = rows[: p.size].astype(int)
     assert abs(hg.hilbert_distance(np.ldexp(p, e), np.ldexp(q, e)) - h) <= EXACT.bound(h)
     with mp.workdps(40):
-        r = [mp.mpf(float(x)) / mp.mpf(float(y)) for x, y in zip(p, q)]
+        r = [mp.mpf(float(x)) / mp.mpf(float(y)) for x, y in zip(p, q, strict=True)]
         assert abs(h - float(mp.log(max(r) / min(r)))) <= 4 * 2.0**-53 * (1 + h)
 
 
@@ -103,7 +103,7 @@ def test_hilbert_distance_projective(pq, a, b, rows):
 ])
 def test_hilbert_distance_of_slices_spanning_the_whole_range(p, q):
     with mp.workdps(40):
-        r = [mp.mpf(x) / mp.mpf(y) for x, y in zip(p, q)]
+        r = [mp.mpf(x) / mp.mpf(y) for x, y in zip(p, q, strict=True)]
         want = float(mp.log(max(r) / min(r)))
     got = hg.hilbert_distance(p, q)
     assert abs(got - want) <= EXACT.bound(want)
@@ -346,7 +346,7 @@ def mp_norm(v):
 
 def mp_diameter(X):
     R = mp_rows(X)
-    return max(mp_norm([a - b for a, b in zip(R[i], R[j])]) for i in range(len(R)) for j in range(i))
+    return max(mp_norm([a - b for a, b in zip(R[i], R[j], strict=True)]) for i in range(len(R)) for j in range(i))
 
 
 def mp_softmax(z):
@@ -366,7 +366,7 @@ def mp_backward_change(U, S, h, c):
     eq = [q[i] - (1 if i == c else 0) for i in range(V)]
     b = [mp.fsum(Um[i][k] * ep[i] for i in range(V)) for k in range(d)]
     b2 = [mp.fsum((Um[i][k] + Sm[i][k]) * eq[i] for i in range(V)) for k in range(d)]
-    return mp_norm([x - y for x, y in zip(b2, b)])
+    return mp_norm([x - y for x, y in zip(b2, b, strict=True)])
 
 
 BASE = np.array([[0.5, -0.25, 0.75], [-1.0, 0.5, 0.25], [0.25, 1.0, -0.5], [0.75, -0.75, -0.5]])

@@ -180,7 +180,7 @@ def test_i4_sharp_witness(h):
 def test_i4_witness_exact_rational():
     """At h = 2 log 3 (t = e^{h/2} = 3): p = (1/4, 3/4), TV = 1/2 = tanh(h/4) = (t-1)/(t+1)."""
     h = 2.0 * math.log(3.0)
-    p, q = hg.tv_extremal_pair(h)
+    p, _ = hg.tv_extremal_pair(h)
     np.testing.assert_allclose(p, [0.25, 0.75], rtol=0, atol=4e-16)
     assert hg.tv_bound(h) == pytest.approx(0.5, abs=1e-15)
     assert Fraction(3 - 1, 3 + 1) == Fraction(1, 2)
@@ -251,7 +251,8 @@ def test_i5_against_rational_brute_force(A):
     want = _cross_ratio_brute(A.tolist())
     assert abs(c.diameter - want) <= EXACT.bound(1.0 + want)
     k, l = c.pair
-    assert abs(hg.hilbert_distance(A[:, k].astype(float), A[:, l].astype(float)) - c.diameter) <= EXACT.bound(1.0 + want)
+    got = hg.hilbert_distance(A[:, k].astype(float), A[:, l].astype(float))
+    assert abs(got - c.diameter) <= EXACT.bound(1.0 + want)
 
 
 @given(hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.integers(1, 5)), elements=st.floats(0.01, 100.0)),

@@ -278,7 +278,7 @@ def test_memory_grows_with_v_d_not_v_squared(rng):
     peaks = []
     for V in (6000, 12000):
         S = rng.standard_normal((V, d)).astype(np.float32)
-        peaks.append(_peak(lambda: hg.row_diameter(S, tile=512)))
+        peaks.append(_peak(lambda S=S: hg.row_diameter(S, tile=512)))
         bound = 4 * V * d * 8 + 2 * 4 * V * (d + 2) + 3 * 512 * 512 * 8 + (1 << 20)
         assert peaks[-1] <= bound
     assert peaks[1] <= 2.2 * peaks[0]
