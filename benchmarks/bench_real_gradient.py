@@ -86,6 +86,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, nargs="+", default=[0, 20], help="head-only training steps")
     ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per min_tension solve")
     ap.add_argument("--full", action="store_true", help="also the full vocabulary (tension_bounds bracket)")
+    ap.add_argument("--only-full", action="store_true", help="the full vocabulary only")
     ap.add_argument("--synthetic", action="store_true")
     args = ap.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -95,7 +96,7 @@ def main() -> None:
         hgrad = load(args, steps)
         print(f"\n== {hgrad.source}: V = {hgrad.G.shape[0]}, d = {hgrad.G.shape[1]}, batch {hgrad.batch}, "
               f"head steps {steps}, loss {hgrad.loss:.4f} ==")
-        for d in args.dims:
+        for d in [] if args.only_full else args.dims:
             G = project(gr.top_rows(hgrad.G, args.rows), d)
             print(f"\n-- top {G.shape[0]} rows, d = {G.shape[1]} --")
             t0 = time.perf_counter()
@@ -109,7 +110,7 @@ def main() -> None:
                   f"(rel gap {res.relative_gap:.1e}); peak RSS {peak_gib():.2f} GiB")
             lo, hi = max(res.value, b.lower), min(res.flow.cost, b.upper)
             table(G, (lo, hi), f"bracket T in [{lo:.8g}, {hi:.8g}]: min_tension and tension_bounds, both certified")
-        if args.full:
+        if args.full or args.only_full:
             G = hgrad.G
             t0 = time.perf_counter()
             b = hg.tension_bounds(G)

@@ -559,3 +559,16 @@ def test_tension_bounds_near_ties_bracket_the_solve():
     res = hg.min_tension(G, tol=1e-8)
     check_certificate(G, res, tol=1e-8)
     assert b.lower <= res.flow.cost and res.value <= b.upper
+
+
+def test_diagonal_preconditioner_path(monkeypatch):
+    """Beyond the block budget the Newton-CG uses the Hessian's diagonal (O(V k)
+    memory): same certified answer, here on a closed form (I14, regular simplex)."""
+    from hilbertgeom.tension import solver
+
+    monkeypatch.setattr(solver, "_BLOCK_BUDGET", 0)
+    S = simplex_rows(5, 7) * 1.3
+    G = np.vstack([S, np.zeros((4, 7))])
+    res = hg.min_tension(G, tol=1e-10)
+    check_certificate(G, res, tol=1e-10)
+    assert res.value == pytest.approx(hg.jung_radius(5) * np.linalg.norm(G, axis=1).sum(), rel=1e-9)

@@ -73,22 +73,45 @@ class _ALMState:
         return f, grad, Y, v, nv
 
 
-def _diagonal_preconditioner(Bm, vh, wa, mu, ridge):
-    """Jacobi: the exact diagonal of the generalised Hessian, a ``(V, k)`` array
-    ``sum_e |B_e| ((1 - w_e) + w_e vh_e^2) / mu + ridge``: memory ``O(V k)``,
-    never ``edges x k x k``.  (Measured against the scalar-weighted Laplacian
-    of the active pairs, factorised once per Newton step and shared by all
-    columns: the same number of CG iterations on cross-entropy gradients, at
+def _preconditioner(Bm, vh, wa, mu, ridge):
+    """Block-Jacobi on the generalised Hessian: each token's ``k x k`` diagonal
+    block ``sum_e ((1 - w_e) I + w_e vh_e vh_e^T) / mu + ridge I``, accumulated
+    over chunks of pairs (never ``pairs x k x k`` at once), when the ``V`` blocks
+    fit in ``_BLOCK_BUDGET`` entries; otherwise Jacobi on its exact diagonal, a
+    ``(V, k)`` array.  (The scalar-weighted Laplacian of the active pairs,
+    factorised once per Newton step and shared by all columns, was measured as
+    well: as many CG iterations as the diagonal on cross-entropy gradients, at
     several times the cost per step; see ``docs/theory/tension.md``.)"""
-    diag = np.asarray(abs(Bm) @ (((1.0 - wa) + wa * vh * vh) / mu)) + ridge
-    return lambda R: R / diag
+    V, m = Bm.shape
+    k = vh.shape[1]
+    absB = abs(Bm)
+    if V * k * k > _BLOCK_BUDGET:
+        diag = np.asarray(absB @ (((1.0 - wa) + wa * vh * vh) / mu)) + ridge
+        return lambda R: R / diag
+    absB = absB.tocsc()
+    blocks = np.zeros((V, k * k))
+    chunk = max(1, (1 << 22) // (k * k))
+    for c in range(0, m, chunk):
+        sl = slice(c, min(c + chunk, m))
+        M = (wa[sl, :, None] * vh[sl, :, None] * vh[sl, None, :]).reshape(-1, k * k) / mu
+        blocks += absB[:, sl] @ M
+    blocks = blocks.reshape(V, k, k)
+    iso = np.asarray(absB @ ((1.0 - wa[:, 0]) / mu)).ravel() + ridge
+    blocks[:, np.arange(k), np.arange(k)] += iso[:, None]
+    inv = np.linalg.inv(blocks)
+    return lambda R: np.einsum("vij,vj->vi", inv, R)
+
+
+_BLOCK_BUDGET = 1 << 24  # entries of the V k x k blocks (128 MiB)
 
 
 def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, deadline: float = math.inf):
     """Semismooth Newton-CG on the ALM subproblem (a piecewise-quadratic, C^1
     convex function): generalised Hessian ``sum_e B_e^T M_e B_e`` over the
     active pairs, ``M_e = ((1 - w_e) I + w_e vh_e vh_e^T) / mu``, applied
-    matrix-free; preconditioned by its exact diagonal (memory ``O(V k)``).  Armijo backtracking on the function while it is informative,
+    matrix-free; preconditioned by per-token blocks or its exact diagonal
+    (:func:`_preconditioner`; memory ``O(V k^2)`` within a budget, else
+    ``O(V k)``).  Armijo backtracking on the function while it is informative,
     then on the gradient norm, whose decrease can still be measured once
     function values stop resolving the progress.  Returns the point and
     whether the gradient norm went down."""
@@ -118,7 +141,7 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, 
             return (Bm @ w + ridge * X).ravel()
 
         H = LinearOperator((V * k, V * k), matvec=hv, dtype=float)
-        solve = _diagonal_preconditioner(Bm, vh, wa, st.mu, ridge)
+        solve = _preconditioner(Bm, vh, wa, st.mu, ridge)
         Mpre = LinearOperator((V * k, V * k), dtype=float, matvec=lambda x, s=solve: s(x.reshape(V, k)).ravel())
         step, _ = cg(H, -g.ravel(), rtol=min(0.1, math.sqrt(gn)), atol=0.0, maxiter=200, M=Mpre)
         step = step.reshape(V, k)
