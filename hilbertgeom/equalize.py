@@ -322,6 +322,12 @@ def max_min_separation(n, d, /, *, restarts=None, seed=0):
         out = _local_search(x0, n, d)
         if out is not None and (best is None or out[1] > best[1]):
             best = out
+    if best is None:
+        from .exceptions import STATUS_NO_FEASIBLE_UPDATE, SolverError
+
+        raise SolverError(f"max_min_separation: none of the {len(starts)} local searches (SLSQP) returned a "
+                          "configuration of positive diameter; try more restarts or another seed",
+                          status=STATUS_NO_FEASIBLE_UPDATE)
     X, low = best
     return SeparationResult(low, lim.upper, X, lim.source, bool(abs(lim.upper - low) <= 1e-12), len(starts))
 
@@ -509,7 +515,8 @@ def _shor_sdp(G: np.ndarray, delta: float, eta: float):
         try:
             prob.solve(solver=cp.CLARABEL)
         except cp.error.SolverError as exc:
-            raise SolverError(f"Shor SDP: cvxpy/CLARABEL failed ({exc}); try a smaller V", status="solver_error") from None
+            raise SolverError(f"Shor SDP: cvxpy/CLARABEL failed ({exc}); try a smaller V",
+                              status="solver_error") from None
     if prob.status not in ("optimal", "optimal_inaccurate"):
         raise SolverError(f"Shor SDP: cvxpy/CLARABEL returned status {prob.status!r}", status=str(prob.status))
     # the interior-point value is accurate to its gap tolerance; widen the bound by it
@@ -566,7 +573,7 @@ def _ccp(G: np.ndarray, S0: np.ndarray, delta: float, upper: float, *, max_iter:
     fallback /= np.linalg.norm(fallback, axis=1, keepdims=True)
     S = S0 - S0.mean(axis=0)
     best, prev = None, None
-    for k in range(1, max_iter + 1):
+    for _ in range(max_iter):
         D = S[iu] - S[ju]
         nd = np.linalg.norm(D, axis=1)
         U = np.where((nd > 0)[:, None], D / np.where(nd > 0, nd, 1.0)[:, None], fallback)
@@ -987,7 +994,8 @@ def _nearest(S, xp, tile: int):
         best_i = xp.zeros((a1 - a,), dtype=xp.int64)
         for b in range(0, V, tile):
             b1 = min(b + tile, V)
-            D2 = xp.reshape(n[a:a1], (-1, 1)) + xp.reshape(n[b:b1], (1, -1)) - 2.0 * (S[a:a1, :] @ xp.matrix_transpose(S[b:b1, :]))
+            G2 = S[a:a1, :] @ xp.matrix_transpose(S[b:b1, :])
+            D2 = xp.reshape(n[a:a1], (-1, 1)) + xp.reshape(n[b:b1], (1, -1)) - 2.0 * G2
             D2 = xp.where(D2 > 0, D2, xp.zeros_like(D2))
             if a == b:
                 eye = xp.reshape(xp.arange(a1 - a), (-1, 1)) == xp.reshape(xp.arange(b1 - b), (1, -1))
@@ -1131,7 +1139,7 @@ def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, x
     jitter = None
     best, best_r, best_D, it = S, r0, D0, 0
     stop, since, anchor = "iterations", 0, r0
-    for it in range(1, iters + 1):
+    for it in range(1, iters + 1):  # noqa: B007 (the count is reported)
         dist, idx = _nearest(S, xp, tile)
         med = float(xp.sort(dist)[dist.shape[0] // 2])
         deficit = xp.where(dist < med, med - dist, xp.zeros_like(dist))

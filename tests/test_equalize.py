@@ -461,7 +461,7 @@ def _exact_feasible(S, eta, delta):
     from fractions import Fraction
 
     F = [[Fraction(float(x)) for x in row] for row in np.asarray(S)]
-    d2 = [sum((a - b) ** 2 for a, b in zip(F[i], F[j])) for i in range(len(F)) for j in range(i)]
+    d2 = [sum((a - b) ** 2 for a, b in zip(F[i], F[j], strict=True)) for i in range(len(F)) for j in range(i)]
     return max(d2) <= Fraction(eta) ** 2 and min(d2) >= (Fraction(delta) * Fraction(eta)) ** 2
 
 
