@@ -470,9 +470,19 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
                 rb = xp.sqrt(nb) * up
             if reach is not None and ma + float(xp.max(rb)) <= reach * (1.0 - 4.0 * gamma):
                 continue
-            D2 = xp.reshape(na, (-1, 1)) + xp.reshape(nb, (1, -1)) - 2.0 * (Ac @ xp.matrix_transpose(Bc))
-            s = xp.reshape(ra, (-1, 1)) + xp.reshape(rb, (1, -1))
-            E = kappa * (s * s) + floor
+            if xp is np:  # the same values, in place (this loop is memory-bound beside the GEMM)
+                D2 = Ac @ Bc.T
+                D2 *= -2.0
+                D2 += na[:, None]
+                D2 += nb[None, :]
+                E = np.add(ra[:, None], rb[None, :])
+                np.square(E, out=E)
+                E *= kappa
+                E += floor
+            else:
+                D2 = xp.reshape(na, (-1, 1)) + xp.reshape(nb, (1, -1)) - 2.0 * (Ac @ xp.matrix_transpose(Bc))
+                s = xp.reshape(ra, (-1, 1)) + xp.reshape(rb, (1, -1))
+                E = kappa * (s * s) + floor
             h, w = D2.shape
             keep = upper[:h, :w] if b0 == a0 else None
             yield TileBlock(order[a0:a1], order[b0:b1], D2, E, keep)
@@ -522,11 +532,17 @@ def distance_sum_upper(X, xp, *, tile: int = 2048, weights=None) -> float:
     total, nblocks = 0.0, 0
     for blk in sq_distance_tiles(X, xp, tile=tile):
         D2 = blk.D2
-        Dt = xp.sqrt(xp.where(D2 > 0, D2, xp.zeros_like(D2)) + blk.E)
+        if xp is np:  # in place: max(D2, 0) + E, then the square root
+            np.maximum(D2, 0.0, out=D2)
+            D2 += blk.E
+            Dt = np.sqrt(D2, out=D2)
+        else:
+            Dt = xp.sqrt(xp.where(D2 > 0, D2, xp.zeros_like(D2)) + blk.E)
         if blk.keep is not None:
             Dt = xp.where(blk.keep, Dt, xp.zeros_like(Dt))
         if weights is not None:  # integer multiplicities: exact in float64 up to 2^53
-            Dt = xp.reshape(xp.take(weights, blk.rows_a), (-1, 1)) * Dt * xp.reshape(xp.take(weights, blk.rows_b), (1, -1))
+            wa = xp.reshape(xp.take(weights, blk.rows_a), (-1, 1))
+            Dt = wa * Dt * xp.reshape(xp.take(weights, blk.rows_b), (1, -1))
         total += float(xp.sum(Dt))
         nblocks += 1
     B = min(max(1, int(tile)), V)
