@@ -212,8 +212,9 @@ def test_projected_rownorm_solves_radius_problem(rng):
     S_rn = hg.projected_rownorm(G, eta=eta)
     S = cp.Variable(G.shape)
     c = cp.Variable(G.shape[1])
+    centre = np.ones((8, 1)) @ cp.reshape(c, (1, 3), order="C")
     prob = cp.Problem(cp.Minimize(cp.sum(cp.multiply(G, S))),
-                      [cp.sum(S, axis=0) == 0, cp.norm(S - np.ones((8, 1)) @ cp.reshape(c, (1, 3), order="C"), 2, axis=1) <= eta / 2])
+                      [cp.sum(S, axis=0) == 0, cp.norm(S - centre, 2, axis=1) <= eta / 2])
     prob.solve(solver=cp.CLARABEL)
     decrease = -np.sum(G * S_rn)
     assert decrease == pytest.approx(eta / 2 * np.linalg.norm(G, axis=1).sum(), rel=1e-12)
@@ -492,14 +493,14 @@ def far_spread_pairs(seed: int):
 def brute_pairs_beyond(X, thr):
     iu, ju = np.triu_indices(X.shape[0], 1)
     dist = np.linalg.norm(X[iu] - X[ju], axis=1)
-    return set(zip(iu[dist > thr].tolist(), ju[dist > thr].tolist()))
+    return set(zip(iu[dist > thr].tolist(), ju[dist > thr].tolist(), strict=True))
 
 
 def found_pairs_beyond(X, thr, tile):
     from hilbertgeom._pairs import pairs_beyond
 
     i, j = pairs_beyond(X, np, thr, tile=tile)
-    return set(zip(i.tolist(), j.tolist()))
+    return set(zip(i.tolist(), j.tolist(), strict=True))
 
 
 @pytest.mark.parametrize("tile", [16, 4096])
