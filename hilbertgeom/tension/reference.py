@@ -56,10 +56,10 @@ def _cvxpy_solve_scaled(G: np.ndarray, form: str):
                           status=str(prob.status))
     its = int(getattr(prob.solver_stats, "num_iters", 0) or 0)
     if form == "potential":
-        Phi = P.value
+        Phi = np.asarray(P.value, dtype=float)
         Yv = -np.asarray(cons[1].dual_value[1], dtype=float).reshape(m, d)
         return Phi, iu, ju, Yv, its
-    Yv = Y.value
+    Yv = np.asarray(Y.value, dtype=float)
     Phi = np.asarray(cons[0].dual_value, dtype=float)
     if np.sum(G * Phi) < 0:
         Phi = -Phi
