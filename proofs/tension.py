@@ -416,7 +416,7 @@ def _i15(pf: Proof, rng, quick, seed):
             ctr = e / 2 * N.mean(axis=0)  # every row is at distance eta/2 from this centre, or closer
             pf.le(f"rad(S) <= eta/2 by an explicit ball, center={center}/{kind}",
                   float(row_norms(S - ctr).max()), e / 2, scale=e, tol=_kern(G))
-        if kind == "extreme-scale":
+        if kind == "extreme-scale" or not np.any(G):  # G = 0: S = 0 above, nothing to optimise
             continue
         V, d = G.shape
         Gs = G / float(np.abs(G).max())
