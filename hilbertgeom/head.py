@@ -158,16 +158,24 @@ def _unit_vector(r: np.ndarray) -> tuple[np.ndarray, int]:
     return _fp.ldexp(r, k), k
 
 
-def _zero_sum(rs: np.ndarray, k: int, name: str) -> None:
-    """Check ``1^T r = 0`` to rounding, given ``rs = r 2^k`` (no overflow in the sums)."""
+def _zero_sum(rs: np.ndarray, k: int, name: str) -> np.ndarray:
+    """``rs = r 2^k`` checked for ``1^T r = 0`` by the library's zero-sum rule, and projected.
+
+    As for gradient matrices (:func:`hilbertgeom._validate.zero_sum_matrix`),
+    ``|1^T r| <= 1e-6 sum |r_i|`` counts as zero-sum: a logit gradient
+    ``p - e_c`` of a confident prediction carries the rounding of ``p_c - 1``,
+    which is relative to 1, not to the small entries of ``r``.  An accepted
+    ``r`` with a non-zero computed sum is read as its projection ``P r`` (the
+    zero-sum vector it rounds), which the bound then uses.
+    """
     s = abs(float(rs.sum()))
-    # relative rounding of a V-term sum, plus its absolute floor among subnormals (in units of r)
-    tol = tolerance("kernel", d=rs.shape[0]).bound(float(np.abs(rs).sum())) + _fp.ldexp_inf(rs.shape[0], k - 1074)
+    tol = _v.ZERO_SUM_RTOL * float(np.abs(rs).sum()) + _fp.ldexp_inf(rs.shape[0], k - 1074)
     if s > tol:
         raise ValueError(
             f"{name} must sum to zero (a logit gradient); |1^T {name}| = {_fp.ldexp_inf(s, -k):.3e} "
-            f"exceeds the rounding allowance {_fp.ldexp_inf(tol, -k):.3e}"
+            f"exceeds the allowance {_fp.ldexp_inf(tol, -k):.3e} (1e-6 of sum |{name}_i|)"
         )
+    return rs - rs.mean() if s > 0 else rs
 
 
 def backward_bound(S: ArrayLike, r: ArrayLike, /) -> float:
@@ -182,7 +190,8 @@ def backward_bound(S: ArrayLike, r: ArrayLike, /) -> float:
     S : (V, d) array_like
         The update.
     r : (V,) array_like
-        Logit gradient with ``sum(r) = 0`` (to rounding).
+        Logit gradient with ``sum(r) = 0``: ``|sum(r)| <= 1e-6 sum |r_i|`` is
+        accepted as rounding and ``r`` is then read as its projection ``P r``.
 
     Returns
     -------
@@ -206,7 +215,7 @@ def backward_bound(S: ArrayLike, r: ArrayLike, /) -> float:
     """
     X = _v.matrix(S, "S")
     rs, k = _unit_vector(_v.vector(r, "r", length=X.shape[0]))
-    _zero_sum(rs, k, "r")
+    rs = _zero_sum(rs, k, "r")
     m, t = _diameter(X)
     return _fp.product(0.5, m, float(np.abs(rs).sum()), shift=t - k, what="D(S) ||r||_1 / 2", names="S or r")
 
