@@ -205,3 +205,16 @@ def test_every_parameter_is_documented(modname):
     assert checked, f"no public function found in {modname}"
     missing = {q: miss for q, fn, doc in checked if (miss := _undocumented(fn, doc))}
     assert missing == {}
+
+
+def test_every_subpackage_is_installed():
+    """A non-editable install ships only the packages listed in pyproject.toml:
+    every folder of the core with an __init__.py must be there."""
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"hilbertgeom." + ".".join(p.parent.relative_to(root / "hilbertgeom").parts)
+             for p in (root / "hilbertgeom").rglob("__init__.py") if p.parent != root / "hilbertgeom"}
+    assert found and found <= listed, sorted(found - listed)
