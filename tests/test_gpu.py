@@ -64,7 +64,8 @@ def _core_imports():
     import ast
     import pathlib
 
-    root = pathlib.Path(hg.__file__).parent
+    # the source tree: an installed hilbertgeom/ also holds gpu/ and proofs/ as subpackages
+    root = pathlib.Path(__file__).resolve().parent.parent / "hilbertgeom"
     found = []
     for path in sorted(root.rglob("*.py")):
         pkg = ["hilbertgeom", *path.relative_to(root).parent.parts]
