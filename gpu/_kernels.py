@@ -21,11 +21,11 @@ from hilbertgeom import _validate as _v
 from hilbertgeom._fp import scale_to_unit
 from hilbertgeom._pairs import (
     Pair,
-    _sorted_groups,
     brute_pair,
     distance_sum_upper,
     extreme_pair_l2,
     linf_diameter,
+    on_distinct_rows,
 )
 from hilbertgeom._validate import ZERO_SUM_RTOL
 from hilbertgeom.ball import jung_radius
@@ -91,25 +91,6 @@ def softmax_hilbert_distance(z, z2, xp, axis):
 
 
 # --------------------------------------------------------------------------- rows (I6)
-def distinct_rows(X, xp):
-    """Ascending indices of the rows to keep when exact duplicates are dropped.
-
-    The first occurrence of every distinct row is kept (so a farthest pair
-    among kept rows maps to the smallest original pair); ``None`` when there
-    is no duplicate, or when two distinct rows share a key (then nothing is
-    dropped: duplicates only cost time, never correctness).  Grouping as in
-    :func:`hilbertgeom._pairs.first_duplicate_pair`.
-    """
-    grouped = _sorted_groups(X, xp)
-    if grouped is None:
-        return None
-    order, same = grouped
-    if not bool(xp.any(same)):
-        return None
-    firsts = xp.concat([order[:1], order[1:][xp.logical_not(same)]])
-    return xp.sort(firsts)
-
-
 def _l2_entry_bytes(X, xp) -> int:
     return 10 if X.dtype == xp.float32 else 18
 
@@ -124,19 +105,14 @@ def extreme(X, xp, nrm: float, mode: str, tile) -> Pair:
     if nrm == 2.0:
         op_u = TF32_OPERAND_U if (X.dtype == xp.float32 and _b.tf32_enabled(X)) else 0.0
         B = int(tile) if user else _b.tile_rows(_l2_entry_bytes(X, xp), V)
-        if mode == "max":
-            keep = distinct_rows(X, xp)
-            if keep is not None:
-                if keep.shape[0] == 1:
-                    return Pair(0.0, 0, 1)
-                Xk = xp.take(X, keep, axis=0)
-                p = _b.with_tile_fallback(
-                    lambda t: extreme_pair_l2(Xk, mode=mode, xp=xp, tile=t, operand_u=op_u),
-                    min(B, Xk.shape[0]), what="row_diameter", user_tile=user)
-                return Pair(p.distance, int(keep[p.i]), int(keep[p.j]))
-        return _b.with_tile_fallback(
-            lambda t: extreme_pair_l2(X, mode=mode, xp=xp, tile=t, operand_u=op_u),
-            B, what="row_diameter" if mode == "max" else "closest_pair", user_tile=user)
+
+        def search(Y):
+            return _b.with_tile_fallback(
+                lambda t: extreme_pair_l2(Y, mode=mode, xp=xp, tile=t, operand_u=op_u),
+                min(B, Y.shape[0]), what="row_diameter" if mode == "max" else "closest_pair", user_tile=user)
+
+        # the core's rule: the farthest pair among the distinct rows (duplicates multiply the ties)
+        return on_distinct_rows(X, xp, search) if mode == "max" else search(X)
     if nrm == math.inf and mode == "max":
         return linf_diameter(X, xp)
     metric = "chebyshev" if nrm == math.inf else "cityblock"

@@ -69,26 +69,38 @@ def row_keys(X, xp):
     return key
 
 
-def _sorted_groups(X, xp):
-    """``(order, same)``: rows sorted by :func:`row_keys` (stable), and for each
-    sorted position ``p >= 1`` whether row ``order[p]`` equals row ``order[p-1]``
-    exactly; ``None`` when two distinct rows share a key next to each other
-    (the grouping is then not trusted)."""
+def _sorted_runs(X, xp):
+    """``(order, same)``: an ordering of the rows in which exactly equal rows are
+    contiguous and in increasing index order, and for each position ``p >= 1``
+    whether row ``order[p]`` equals row ``order[p-1]``.
+
+    The rows are sorted (stably) by :func:`row_keys`, which equal rows share
+    (``O(V d + V log V)``), and neighbours with equal keys are compared
+    exactly.  If two distinct rows share a key next to each other (a
+    collision: the runs are then not trusted), a stable lexicographic sort of
+    the rows (least significant column first, ``O(d V log V)``) decides
+    instead.
+    """
+    V, d = X.shape
     key = row_keys(X, xp)
     order = xp.argsort(key, stable=True)
     ks = xp.take(key, order)
     cand = xp.nonzero(ks[1:] == ks[:-1])[0]
-    V = X.shape[0]
     same = xp.zeros((V - 1,), dtype=xp.bool)
     if cand.shape[0] == 0:
         return order, same
-    rows = max(1, (1 << 22) // max(X.shape[1], 1))
+    rows = max(1, (1 << 22) // max(d, 1))
     parts = []
     for c0 in range(0, cand.shape[0], rows):
         c = cand[c0 : min(c0 + rows, cand.shape[0])]
         eq = xp.all(xp.take(X, xp.take(order, c), axis=0) == xp.take(X, xp.take(order, c + 1), axis=0), axis=1)
-        if not bool(xp.all(eq)):
-            return None  # a key collision between distinct rows
+        if not bool(xp.all(eq)):  # a key collision between distinct rows
+            order = xp.arange(V)
+            for k in range(d - 1, -1, -1):
+                col = xp.take(X[:, k], order)
+                order = xp.take(order, xp.argsort(col, stable=True))
+            Xs = xp.take(X, order, axis=0)
+            return order, xp.all(Xs[1:, :] == Xs[:-1, :], axis=1)
         parts.append(c)
     # positions p >= 1 (as p - 1 = c) whose row equals its predecessor
     c = xp.concat(parts) if len(parts) > 1 else parts[0]
@@ -98,54 +110,67 @@ def _sorted_groups(X, xp):
     return order, same
 
 
-def first_duplicate_pair(X, xp):
-    """Smallest ``(i, j)``, ``i < j``, with ``X[i] == X[j]`` exactly, or ``None``.
+def equal_row_classes(X, xp):
+    """Classes of exactly equal rows: ``(representatives, inverse, counts)``.
 
-    NumPy: one pass that keys each row by its bytes (``-0.0`` folded into
-    ``0.0``), ``O(V d)``.  Other namespaces (devices): rows are sorted by
-    :func:`row_keys`; equal rows have equal keys, so when no two distinct rows
-    collide every run of equal keys is one class of equal rows, in index order,
-    and a class's smallest pair is its first two members -- ``O(V d + V log V)``.
-    On a collision, a stable lexicographic sort of the rows (least
-    significant column first, ``O(d V log V)``) decides instead.
+    The one duplicate-row kernel of the library (written against the array API,
+    so :mod:`hilbertgeom.gpu` runs it on the device).  Rows compare by value
+    (``-0.0 == 0.0``); ``X`` is a finite ``(V, d)`` array of namespace ``xp``,
+    ``V >= 1``.  Returns int64 arrays of ``xp``:
+
+    * ``representatives``: the first occurrence of each class, ascending;
+    * ``inverse``: the class of every row, ``X[i] == X[representatives[inverse[i]]]``;
+    * ``counts``: the size of each class.
+
+    ``representatives.shape[0] == V`` exactly when no two rows are equal.
+    The answer is exact whatever the keys (:func:`_sorted_runs`); the cost is
+    ``O(V d + V log V)``.
     """
-    V, d = X.shape
-    if isinstance(X, np.ndarray):
-        Xn = np.ascontiguousarray(X + 0.0)  # -0.0 + 0.0 == +0.0: equal values, equal bytes
-        first: dict[bytes, int] = {}
-        best = None
-        for i in range(V):
-            j = first.setdefault(Xn[i].tobytes(), i)
-            if j != i and (best is None or (j, i) < best):
-                best = (j, i)
-        return best
-    grouped = _sorted_groups(X, xp)
-    if grouped is not None:
-        order, same = grouped
-        if not bool(xp.any(same)):
-            return None
-        # p - 1 = position of the first member when p is the second one of its run
-        prev = xp.concat([xp.zeros((1,), dtype=xp.bool), same[:-1]])
-        second = xp.logical_and(same, xp.logical_not(prev))
-        pos = xp.nonzero(second)[0]
-        a = xp.astype(xp.take(order, pos), xp.int64)
-        b = xp.astype(xp.take(order, pos + 1), xp.int64)
-        key = int(xp.min(xp.minimum(a, b) * V + xp.maximum(a, b)))
-        return divmod(key, V)
-    order = xp.arange(V)
-    for k in range(d - 1, -1, -1):
-        col = xp.take(X[:, k], order)
-        order = xp.take(order, xp.argsort(col, stable=True))
-    Xs = xp.take(X, order, axis=0)
-    eq = xp.all(Xs[1:, :] == Xs[:-1, :], axis=1)
-    if not bool(xp.any(eq)):
+    V = X.shape[0]
+    if V == 1:
+        z = xp.zeros((1,), dtype=xp.int64)
+        return z, z, xp.ones((1,), dtype=xp.int64)
+    order, same = _sorted_runs(X, xp)
+    order = xp.astype(order, xp.int64)
+    fresh = xp.concat([xp.ones((1,), dtype=xp.bool), xp.logical_not(same)])  # a run starts here
+    starts = xp.astype(xp.nonzero(fresh)[0], xp.int64)
+    run = xp.cumulative_sum(xp.astype(fresh, xp.int64)) - 1  # run of each sorted position
+    lengths = xp.concat([starts[1:], xp.full((1,), V, dtype=xp.int64)]) - starts
+    first = xp.take(order, starts)  # runs keep index order: the first member is the smallest
+    by_first = xp.argsort(first, stable=True)
+    rank = xp.argsort(by_first, stable=True)  # run -> class
+    inverse = xp.take(xp.take(rank, run), xp.argsort(order, stable=True))
+    return xp.take(first, by_first), xp.astype(inverse, xp.int64), xp.take(lengths, by_first)
+
+
+def first_duplicate_pair(X, xp):
+    """Smallest ``(i, j)``, ``i < j``, with ``X[i] == X[j]`` exactly, or ``None``
+    (from :func:`equal_row_classes`: the first class with two members, in order
+    of first occurrence, and its first two members)."""
+    reps, inverse, counts = equal_row_classes(X, xp)
+    dup = xp.nonzero(counts > 1)[0]
+    if dup.shape[0] == 0:
         return None
-    pos = xp.nonzero(eq)[0]
-    firsts = xp.take(order, pos)
-    k = int(xp.argmin(firsts))
-    p = int(pos[k])
-    a, b = int(order[p]), int(order[p + 1])
-    return (a, b) if a < b else (b, a)
+    c = int(dup[0])
+    members = xp.nonzero(inverse == c)[0]
+    return int(reps[c]), int(members[1])
+
+
+def on_distinct_rows(X, xp, search):
+    """``search(Y)`` on the distinct rows ``Y`` of ``X`` (first occurrences, in order),
+    its pair mapped back to rows of ``X``; ``search(X)`` when all rows differ.
+
+    For the farthest pair: exact duplicates do not change the diameter, but they
+    multiply its ties (a rank-one update has ``V^2/4`` farthest pairs), and the
+    smallest pair among first occurrences is the smallest pair of ``X``.
+    """
+    reps, _, _ = equal_row_classes(X, xp)
+    if reps.shape[0] == X.shape[0]:
+        return search(X)
+    if reps.shape[0] == 1:
+        return Pair(0.0, 0, 1)
+    p = search(xp.take(X, reps, axis=0))
+    return Pair(p.distance, int(reps[p.i]), int(reps[p.j]))
 
 
 def pair_distance(diff, xp):

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from . import _fp
 from . import _validate as _v
-from ._pairs import Pair, brute_pair, extreme_pair_l2, linf_diameter
+from ._pairs import Pair, brute_pair, extreme_pair_l2, linf_diameter, on_distinct_rows
 from ._validate import NormLike
 
 __all__ = ["Pair", "center_rows", "closest_pair", "row_diameter"]
@@ -119,31 +119,15 @@ def _center(X):
     return out
 
 
-def _first_occurrences(X: np.ndarray) -> np.ndarray:
-    """Indices of the first occurrence of each distinct row, ascending."""
-    Xn = np.ascontiguousarray(X + 0.0)  # -0.0 and 0.0 are the same value
-    seen: dict[bytes, int] = {}
-    for i in range(Xn.shape[0]):
-        seen.setdefault(Xn[i].tobytes(), i)
-    return np.fromiter(seen.values(), dtype=np.intp, count=len(seen))
-
-
 def _search(X: np.ndarray, nrm: float, mode: str, tile) -> Pair:
     """The core's extreme-pair search: a validated NumPy float32/float64 matrix, ``V >= 2``,
     a norm from :func:`hilbertgeom._validate.norm_choice`."""
     if nrm == 2.0:
         xp = array_api_compat.array_namespace(X)
-        if mode == "max":
-            # Exact duplicates do not change the diameter, but they multiply its
-            # ties (a rank-one update has V^2/4 farthest pairs): search the
-            # distinct rows, in order of first occurrence, and map back.
-            first = _first_occurrences(X)
-            if first.size < X.shape[0]:
-                if first.size == 1:
-                    return Pair(0.0, 0, 1)
-                p = extreme_pair_l2(X[first], mode=mode, xp=xp, tile=_tile(tile, _DEFAULT_TILE))
-                return Pair(p.distance, int(first[p.i]), int(first[p.j]))
-        return extreme_pair_l2(X, mode=mode, xp=xp, tile=_tile(tile, _DEFAULT_TILE))
+        B = _tile(tile, _DEFAULT_TILE)
+        if mode == "max":  # the distinct rows only: duplicates multiply the ties
+            return on_distinct_rows(X, xp, lambda Y: extreme_pair_l2(Y, mode=mode, xp=xp, tile=B))
+        return extreme_pair_l2(X, mode=mode, xp=xp, tile=B)
     X = X.astype(np.float64, copy=False)  # the O(V^2 d) searches work in float64
     if nrm == math.inf and mode == "max":
         return linf_diameter(X, np)

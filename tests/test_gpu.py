@@ -449,21 +449,28 @@ def test_equalizer_separates_duplicate_rows_on_the_device_path():
     assert r.start_separation_ratio == 0.0 < r.separation_ratio
 
 
-def test_distinct_rows_keeps_first_occurrences():
+def _classes(X, xp):
+    from hilbertgeom._pairs import equal_row_classes
+
+    return tuple(np.asarray(a).tolist() for a in equal_row_classes(X, xp))
+
+
+@pytest.mark.parametrize("xp", NAMESPACES)
+def test_equal_row_classes_in_order_of_first_occurrence(xp):
+    """The one duplicate-row kernel (hilbertgeom._pairs), as the device runs it."""
     X = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [-0.0, 1.0], [0.0, 1.0], [3.0, 4.0]])
-    keep = _kernels.distinct_rows(X, np)
-    np.testing.assert_array_equal(keep, [0, 1, 3])
-    assert _kernels.distinct_rows(np.eye(3), np) is None
-    Xs = array_api_strict.asarray(X)
-    np.testing.assert_array_equal(np.asarray(_kernels.distinct_rows(Xs, array_api_strict)), [0, 1, 3])
+    assert _classes(xp.asarray(X), xp) == ([0, 1, 3], [0, 1, 0, 2, 2, 1], [2, 2, 2])
+    assert _classes(xp.asarray(np.eye(3)), xp) == ([0, 1, 2], [0, 1, 2], [1, 1, 1])
+    assert _classes(xp.asarray(np.ones((1, 2))), xp) == ([0], [0], [1])
 
 
-def test_distinct_rows_drops_nothing_on_a_key_collision(monkeypatch):
+def test_equal_row_classes_are_exact_on_a_key_collision(monkeypatch):
     import hilbertgeom._pairs as pairs
 
     monkeypatch.setattr(pairs, "row_keys", lambda X, xp: xp.zeros((X.shape[0],), dtype=xp.float64))
     X = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]])
-    assert _kernels.distinct_rows(X, np) is None
+    for xp in (np, array_api_strict):
+        assert _classes(xp.asarray(X), xp) == ([0, 1], [0, 1, 0], [2, 1])
     with accept_host_arrays():  # and the diameter is still the core's
         assert hgg.row_diameter(X, return_pair=True) == hg.row_diameter(X, return_pair=True)
 

@@ -223,6 +223,20 @@ def test_duplicate_detection_both_paths_match_brute_force(S):
     assert first_duplicate_pair(array_api_strict.asarray(S), array_api_strict) == want
 
 
+@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 30), st.integers(1, 3)),
+                  elements=st.sampled_from([0.0, -0.0, 1.0, 2.5])))
+def test_equal_row_classes_match_brute_force(S):
+    from hilbertgeom._pairs import equal_row_classes
+
+    V = S.shape[0]
+    first = [min(j for j in range(V) if np.array_equal(S[i], S[j])) for i in range(V)]
+    reps = sorted(set(first))
+    want = (reps, [reps.index(f) for f in first], [first.count(r) for r in reps])
+    for xp in (np, array_api_strict):
+        got = equal_row_classes(xp.asarray(S), xp)
+        assert tuple(np.asarray(a).tolist() for a in got) == want
+
+
 @given(hnp.arrays(np.float64, st.tuples(st.integers(2, 30), st.integers(1, 3)),
                   elements=st.sampled_from([0.0, -0.0, 1.0, 2.5])))
 def test_duplicate_detection_survives_key_collisions(S):

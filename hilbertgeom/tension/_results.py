@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._fp import scale_to_unit
-from .._pairs import distance_sum_upper
+from .._fp import max_abs, scale_to_unit
+from .._pairs import distance_sum_upper, equal_row_classes
 from ..rows import row_diameter
 
 __all__ = ["Flow", "TensionBounds", "TensionResult"]
@@ -162,25 +162,28 @@ def _rownorms(X):
 
 
 
-def _balanced_flow_cost(X: np.ndarray, tile: int) -> float:
-    """``(1/V) sum_{i<j} ||x_i - x_j||`` rounded up, in tiles (no V x V array).
+def _balanced_flow_cost(X, tile: int, xp=np) -> float:
+    """``(1/V) sum_{i<j} ||x_i - x_j||`` rounded up, in tiles (no V x V array), for a
+    float64 ``X`` of any array namespace ``xp`` (also run by :mod:`hilbertgeom.gpu`).
 
     One pass of the shared tiled-distance primitive
     (:func:`hilbertgeom._pairs.distance_sum_upper`): blocks of rows sorted by
     norm, re-centred on their mean before the GEMM, each squared distance
     raised by its own error bound.  Exactly equal rows are merged
-    (weights: multiplicities); near-coincident rows (the Zipf tail of a
-    head gradient) get a tight bound from the re-centring, with no direct
-    recomputation: the cost is one half ``V x V x d`` GEMM plus ``O(V^2)``
-    elementwise work.
+    (:func:`hilbertgeom._pairs.equal_row_classes`; weights: multiplicities);
+    near-coincident rows (the Zipf tail of a head gradient) get a tight bound
+    from the re-centring, with no direct recomputation: the cost is one half
+    ``V x V x d`` GEMM plus ``O(V^2)`` elementwise work.
     """
     V = X.shape[0]
-    C = X - X.mean(axis=0)
-    m = float(np.abs(C).max())
+    C = X - xp.mean(X, axis=0)
+    m = max_abs(C, xp)
     if m == 0.0:
         return 0.0
     C, k = scale_to_unit(C, m)  # exact rescaling: no under/overflow of squares
     # exactly equal rows are at distance 0: merge them, weight pairs by multiplicities
-    C, counts = np.unique(C + 0.0, axis=0, return_counts=True)
-    w = counts.astype(np.float64) if C.shape[0] < V else None
-    return math.ldexp(distance_sum_upper(C, np, tile=tile, weights=w), -k) / V * (1.0 + 2.0 * _U64)
+    reps, _, counts = equal_row_classes(C, xp)
+    w = None
+    if reps.shape[0] < V:
+        C, w = xp.take(C, reps, axis=0), xp.astype(counts, xp.float64)
+    return math.ldexp(distance_sum_upper(C, xp, tile=tile, weights=w), -k) / V * (1.0 + 2.0 * _U64)
