@@ -10,9 +10,12 @@ separation under the diameter bound.  Exact equidistance is impossible once
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _validate as _v
 from .rows import closest_pair, row_diameter
@@ -95,7 +98,7 @@ def _i20_bound(n: int, d: int) -> float:
     return c
 
 
-def equidistant_limit(n, d, /):
+def equidistant_limit(n: int, d: int, /) -> EquidistantLimit:
     r"""Can ``n`` points in ``R^d`` be pairwise equidistant?  If not, how close?
 
     At most ``d + 1`` points of ``R^d`` are pairwise equidistant (I19).  For
@@ -151,8 +154,28 @@ def equidistant_limit(n, d, /):
     return EquidistantLimit(False, jung, "Jung + sum of squared distances (I20)")
 
 
-def regular_simplex(n, d, /):
+def regular_simplex(n: int, d: int, /) -> np.ndarray:
     r"""``n <= d + 1`` pairwise equidistant points of ``R^d`` with unit distance.
+
+    The vertices of a regular ``(n-1)``-simplex, centred at the origin, in the
+    first ``n - 1`` coordinates (the others are zero).
+
+    Parameters
+    ----------
+    n : int
+        Number of points, ``2 <= n <= d + 1`` (I19).
+    d : int
+        Dimension, ``>= 1``.
+
+    Returns
+    -------
+    (n, d) float64 ndarray
+        Every pairwise distance is 1 up to rounding; the rows sum to zero.
+
+    Raises
+    ------
+    ValueError
+        ``n < 2``, ``d < 1``, or ``n > d + 1`` (no equidistant set exists).
 
     Examples
     --------
@@ -258,7 +281,7 @@ def _local_search(x0: np.ndarray, n: int, d: int):
     return X, closest_pair(X).distance
 
 
-def max_min_separation(n, d, /, *, restarts=None, seed=0):
+def max_min_separation(n: int, d: int, /, *, restarts: int | None = None, seed: int = 0) -> SeparationResult:
     r"""``n`` points of ``R^d`` with diameter ``<= 1`` and the largest smallest
     separation found, with a proven upper bound.
 
@@ -647,8 +670,8 @@ def _progress(verbose: bool, name: str):
     return log
 
 
-def equalized_descent(G, /, *, delta, eta=1.0, center=False, restarts=0, seed=0, max_memory=None,
-                      verbose=None):
+def equalized_descent(G: ArrayLike, /, *, delta: float, eta: float = 1.0, center: bool = False, restarts: int = 0,
+                      seed: int = 0, max_memory: int | None = None, verbose: bool | None = None) -> EqualizedResult:
     r"""Gradient-aligned equalization (identity I21).
 
     .. math::
@@ -821,8 +844,9 @@ def _equalized(X, e, delta, eta, r, Q, restarts, seed, verbose) -> EqualizedResu
                            status=status, delta=delta, eta=eta, upper_source="Shor SDP relaxation (I21)")
 
 
-def equalization_frontier(G, deltas, /, *, eta=1.0, center=False, restarts=0, seed=0, max_memory=None,
-                          verbose=None):
+def equalization_frontier(G: ArrayLike, deltas: Iterable[float], /, *, eta: float = 1.0, center: bool = False,
+                          restarts: int = 0, seed: int = 0, max_memory: int | None = None,
+                          verbose: bool | None = None) -> list[EqualizedResult]:
     r"""The trade-off curve ``delta -> (lower, upper)`` of :func:`equalized_descent`.
 
     The size guard of :func:`equalized_descent` is applied once, before any
@@ -870,8 +894,9 @@ def equalization_frontier(G, deltas, /, *, eta=1.0, center=False, restarts=0, se
     return [_equalized(X, e, x, eta, r, Q, restarts, seed, bool(verbose)) for x in ds]
 
 
-def max_separation_at_decrease(G, /, *, eps, eta=1.0, center=False, seed=0, iters=12, restarts=0,
-                               max_memory=None, verbose=None):
+def max_separation_at_decrease(G: ArrayLike, /, *, eps: float, eta: float = 1.0, center: bool = False,
+                               seed: int = 0, iters: int = 12, restarts: int = 0, max_memory: int | None = None,
+                               verbose: bool | None = None) -> tuple[EqualizedResult, float]:
     r"""Largest separation floor keeping at least ``(1 - eps)`` of the optimal decrease.
 
     Bisection on ``delta``: a ``delta`` whose feasible update keeps
@@ -1045,7 +1070,8 @@ def _scale2(A, e: int):
     return (A * _pow2(h)) * _pow2(e - h)
 
 
-def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, xp=None, patience=20):
+def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iters: int = 200, step: float = 0.5,
+                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizerResult:
     r"""Scalable equalizer: raise the smallest row separation of projected
     RowNorm while keeping ``D(S) <= eta`` and at least ``keep`` of its decrease.
 

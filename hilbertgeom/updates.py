@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _validate as _v
 from .exceptions import SolverError
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-def linf_steepest_descent(G, /, *, eta=1.0, center=False):
+def linf_steepest_descent(G: ArrayLike, /, *, eta: float = 1.0, center: bool = False) -> np.ndarray:
     r"""Steepest descent under the row-``l_inf`` diameter (hidden-state ``l_1`` ball).
 
     ``D_inf(S) = max_k (max_i s_ik - min_i s_ik)`` separates by columns, and in
@@ -58,6 +59,28 @@ def linf_steepest_descent(G, /, *, eta=1.0, center=False):
     with decrease ``(eta/2) sum_ik |g_ik|`` (identity I18).
 
     Examples
+    Parameters
+    ----------
+    G : (V, d) array_like
+        Gradient, ``V >= 2``, with zero column sums (or ``center=True``).
+    eta : float
+        Step size ``>= 0``: the ``l_inf`` diameter of the update (default 1).
+    center : bool
+        Project ``G`` with ``P = I - 11^T/V`` first instead of raising on
+        non-zero column sums (default False).  Only the signs of the centred
+        ``G`` enter the update.
+
+    Returns
+    -------
+    (V, d) float64 ndarray
+        ``-(eta/2) P sign(P G)``: centred, each column's range at most ``eta``.
+
+    Raises
+    ------
+    ValueError
+        Non-zero column sums (without ``center``), non-finite or malformed
+        ``G``, ``V < 2``, ``eta < 0``.
+
     --------
     >>> linf_steepest_descent([[2.0, -1.0], [-2.0, 1.0]])
     array([[-0.5,  0.5],
@@ -69,10 +92,23 @@ def linf_steepest_descent(G, /, *, eta=1.0, center=False):
     return -(e / 2.0) * (Sg - Sg.mean(axis=0)) + 0.0
 
 
-def rownorm_update(G, /, *, eta=1.0):
+def rownorm_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     r"""RowNorm ``-eta RN(G)``: steepest under ``max_i ||s_i||_2`` (Scion's head rule).
 
     Examples
+    Parameters
+    ----------
+    G : (V, d) array_like
+        Gradient, any finite real matrix (no zero-sum condition: the norm is
+        not blind to a common row shift).  Zero rows stay zero.
+    eta : float
+        Step size ``>= 0``: the largest row norm of the update (default 1).
+
+    Returns
+    -------
+    (V, d) float64 ndarray
+        ``-eta g_i / ||g_i||`` for every non-zero row.
+
     --------
     >>> rownorm_update([[3.0, 4.0], [-3.0, -4.0]])
     array([[-0.6, -0.8],
@@ -82,10 +118,21 @@ def rownorm_update(G, /, *, eta=1.0):
     return -e * rownorm(G) + 0.0
 
 
-def sign_update(G, /, *, eta=1.0):
+def sign_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     r"""Sign descent ``-eta sign(G)``: steepest under ``max_ij |s_ij|``.
 
     Examples
+    Parameters
+    ----------
+    G : (V, d) array_like
+        Gradient, any finite real matrix.  Zero entries give zero entries.
+    eta : float
+        Step size ``>= 0``: the largest entry of the update (default 1).
+
+    Returns
+    -------
+    (V, d) float64 ndarray
+
     --------
     >>> sign_update([[3.0, -4.0], [-3.0, 0.0]])
     array([[-1.,  1.],
@@ -96,12 +143,24 @@ def sign_update(G, /, *, eta=1.0):
     return -e * np.sign(X) + 0.0
 
 
-def polar_update(G, /, *, eta=1.0):
+def polar_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     r"""Polar factor ``-eta U V^T`` of ``G = U Sigma V^T``: steepest under the
     spectral norm (Muon's update, computed exactly by SVD; zero singular
     values are dropped).
 
     Examples
+    Parameters
+    ----------
+    G : (V, d) array_like
+        Gradient, any finite real matrix.  Singular values at most
+        ``max(V, d) eps`` times the largest count as zero.
+    eta : float
+        Step size ``>= 0``: the spectral norm of the update (default 1).
+
+    Returns
+    -------
+    (V, d) float64 ndarray
+
     --------
     >>> polar_update([[2.0, 0.0], [0.0, -3.0]])
     array([[-1.,  0.],
@@ -167,7 +226,8 @@ def _ldexp(x: float, e: int) -> float:
         return math.copysign(math.inf, x)
 
 
-def evaluate_update(G, S, /, *, tension=None, center=False):
+def evaluate_update(G: ArrayLike, S: ArrayLike, /, *, tension: TensionResult | None = None,
+                    center: bool = False) -> UpdateReport:
     r"""Measure an update ``S`` for the gradient ``G`` against the exact oracle.
 
     .. math::
@@ -372,8 +432,10 @@ def _takes_tension(rule) -> bool:
     return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
 
 
-def bench_updates(*, rules=None, cases=None, V=64, d=8, seed=0, tol=1e-9, max_iter=200, verbose=False,
-                  on_case=None):
+def bench_updates(*, rules: Mapping[str, Callable[..., ArrayLike]] | None = None,
+                  cases: Mapping[str, ArrayLike] | None = None, V: int = 64, d: int = 8, seed: int = 0,
+                  tol: float = 1e-9, max_iter: int = 200, verbose: bool | None = False,
+                  on_case: Callable[[int, int, str], object] | None = None) -> list[tuple[str, str, UpdateReport]]:
     """Run update rules over gradient cases; one :class:`UpdateReport` per pair.
 
     ``min_tension`` is solved once per case; the report of every rule reuses

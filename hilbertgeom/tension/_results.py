@@ -47,7 +47,21 @@ class Flow:
     cost: float
 
     def divergence(self, V: int) -> np.ndarray:
-        """``sum_j y_ij`` of the explicit part, a ``(V, d)`` array."""
+        """``sum_j y_ij`` of the explicit part, a ``(V, d)`` array.
+
+        Parameters
+        ----------
+        V : int
+            Number of tokens: the rows of ``G``.  The pairs index rows
+            ``0 .. V-1``, so ``V`` must exceed every entry of ``pairs``.
+
+        Returns
+        -------
+        (V, d) float64 ndarray
+            Row ``i`` is ``sum_e vectors[e]`` over the pairs leaving ``i``
+            minus the same sum over the pairs entering ``i``; zeros when the
+            explicit part is empty.
+        """
         return _divergence(self.pairs[:, 0], self.pairs[:, 1], self.vectors, V)
 
 
@@ -91,6 +105,7 @@ class TensionResult:
 
     @property
     def relative_gap(self) -> float:
+        """``gap / value`` (``value`` floored at the smallest normal float64)."""
         return self.gap / max(self.value, np.finfo(float).tiny)
 
 

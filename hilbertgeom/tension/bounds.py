@@ -4,8 +4,10 @@ I11 and I17 on ``T(G)``."""
 from __future__ import annotations
 
 import math
+from typing import Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _validate as _v
 from ..ball import jung_radius
@@ -15,7 +17,7 @@ from ._results import _U64, TensionBounds, _balanced_flow_cost, _rownorms
 __all__ = ["projected_rownorm", "rownorm", "tension_bounds"]
 
 
-def rownorm(G, /, *, eps=0.0):
+def rownorm(G: ArrayLike, /, *, eps: float = 0.0) -> np.ndarray:
     r"""Row normalisation ``RN(G)``: ``g_i / ||g_i||`` for ``||g_i|| > eps``, else 0.
 
     Rows that are exactly zero stay zero.  (:func:`projected_rownorm` also
@@ -24,8 +26,10 @@ def rownorm(G, /, *, eps=0.0):
     Parameters
     ----------
     G : (V, d) array_like
+        Any finite real matrix (no zero-sum condition).
     eps : float
-        Rows with ``||g_i|| <= eps`` count as zero.
+        Rows with ``||g_i|| <= eps`` count as zero; ``>= 0`` (default 0:
+        only exactly zero rows).
 
     Returns
     -------
@@ -57,6 +61,16 @@ def centring_noise(G0: np.ndarray) -> float:
     an accepted zero-sum ``G`` are themselves rounding of that size; so a
     row of ``P G`` with norm at most ``4 u ||sum_i |g_i| ||_2`` (column
     absolute sums) cannot be told apart from a zero row moved by the centring.
+
+    Parameters
+    ----------
+    G0 : (V, d) float64 ndarray
+        The gradient as given, before the centring.
+
+    Returns
+    -------
+    float
+        ``4 u ||sum_i |g_i| ||_2`` with ``u = 2^-53``.
     """
     return 4.0 * _U64 * float(np.linalg.norm(np.abs(G0).sum(axis=0)))
 
@@ -72,7 +86,19 @@ def _nonzero_rows(G0: np.ndarray, X: np.ndarray, n: np.ndarray, eps: float, cent
 
 
 
-def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=False):
+@overload
+def projected_rownorm(G: ArrayLike, /, *, eta: float = ..., eps: float = ..., center: bool = ...,
+                      return_decrease: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def projected_rownorm(G: ArrayLike, /, *, eta: float = ..., eps: float = ..., center: bool = ...,
+                      return_decrease: Literal[True]) -> tuple[np.ndarray, float]: ...
+@overload
+def projected_rownorm(G: ArrayLike, /, *, eta: float = ..., eps: float = ..., center: bool = ...,
+                      return_decrease: bool = ...) -> np.ndarray | tuple[np.ndarray, float]: ...
+
+
+def projected_rownorm(G: ArrayLike, /, *, eta: float = 1.0, eps: float = 0.0, center: bool = False,
+                      return_decrease: bool = False) -> np.ndarray | tuple[np.ndarray, float]:
     r"""Projected RowNorm update ``S_RN = -(eta/2) P RN(P G)`` (identity I15).
 
     It minimises ``<G, S>`` over centred ``S`` with covering radius
@@ -122,7 +148,7 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
     return S
 
 
-def tension_bounds(G, /, *, center=False, tile=2048):
+def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -> TensionBounds:
     r"""Certified bounds on ``T(G)`` without solving (identities I11, I17).
 
     * lower: ``<G, Phi_RN> / D(Phi_RN)`` with ``Phi_RN = P RN(G)`` (the RowNorm
@@ -135,9 +161,13 @@ def tension_bounds(G, /, *, center=False, tile=2048):
     Parameters
     ----------
     G : (V, d) array_like
+        Gradient, ``V >= 2``, with zero column sums (or ``center=True``).
     center : bool
+        Project ``G`` with ``P = I - 11^T/V`` first instead of raising on
+        non-zero column sums (default False).
     tile : int
-        Rows per tile of the balanced-flow sum (memory ``tile^2``).
+        Rows per tile of the balanced-flow sum (memory ``tile^2``), ``>= 1``
+        (default 2048).
 
     Returns
     -------

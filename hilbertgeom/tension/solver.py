@@ -246,7 +246,8 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
     return best, W, scale, k, why
 
 
-def min_tension(G, /, *, center=False, method="auto", tol=1e-9, max_iter=200, time_limit=None, verbose=None):
+def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str = "auto", tol: float = 1e-9,
+                max_iter: int = 200, time_limit: float | None = None, verbose: bool | None = None) -> TensionResult:
     r"""Exact minimum tension ``T(G)`` with a certificate (identities I10--I13).
 
     .. math::
@@ -476,8 +477,10 @@ def _replace_status(res: TensionResult, status: str) -> TensionResult:
     return replace(res, status=status)
 
 
-def steepest_descent(G, /, *, eta=1.0, center=False, tension=None, method="auto", tol=1e-9, max_iter=200,
-                     time_limit=None, verbose=None):
+def steepest_descent(G: np.typing.ArrayLike, /, *, eta: float = 1.0, center: bool = False,
+                     tension: TensionResult | None = None, method: str = "auto", tol: float = 1e-9,
+                     max_iter: int = 200, time_limit: float | None = None,
+                     verbose: bool | None = None) -> np.ndarray:
     r"""The steepest-descent update under ``D``: ``S = -eta * potential`` (I10).
 
     ``S`` minimises ``<G, S>`` over centred updates with ``D(S) <= eta``; its

@@ -25,6 +25,7 @@ norm.  The table (identities I10, I15, I18 of arXiv 2608.22253):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -352,9 +353,10 @@ def steepest_step(G, /, *, norm, eta=1.0):
     X = _zero_sum(Ga.array, Ga.unit, name) if NORMS[name].centred else Ga.array
     if name == "diameter":
         return steepest_descent(X, eta=e)
-    fn = {"diameter_inf": linf_steepest_descent, "covering_radius": projected_rownorm,
-          "max_row": rownorm_update, "max_entry": sign_update, "spectral": polar_update}[name]
-    return fn(X, eta=e)
+    steps: dict[str, Callable[..., np.ndarray]] = {
+        "diameter_inf": linf_steepest_descent, "covering_radius": projected_rownorm,
+        "max_row": rownorm_update, "max_entry": sign_update, "spectral": polar_update}
+    return steps[name](X, eta=e)
 
 
 def _centring(S: np.ndarray) -> float:
