@@ -8,6 +8,7 @@ bfloat16 and float16 are subsets of float32, which is a subset of float64.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -64,13 +65,24 @@ def _torch_to_numpy(x, name: str):
     return t.numpy()
 
 
-def host_float64(x, name: str) -> HostArray:
+def host_float64(x: Any, name: str) -> HostArray:
     """``x`` as a finite, real 2-D float64 NumPy array, with its original format.
 
     NumPy arrays and array_likes, torch tensors (CPU or CUDA; tensors that
     require grad are detached), CuPy arrays and other DLPack exporters.
     ``TypeError`` for complex or non-numeric data, ``ValueError`` (naming
     ``name``) for non-finite entries or a shape that is not ``(V, d)``.
+
+    Parameters
+    ----------
+    x : (V, d) array_like, tensor or DLPack exporter
+        The array, on the host or on a device (copied to the host once).
+    name : str
+        The argument's name, for the error messages.
+
+    Returns
+    -------
+    HostArray
     """
     lib = type(x).__module__.split(".")[0]
     dtname = _dtype_name(getattr(x, "dtype", "float64"))

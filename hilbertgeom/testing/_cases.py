@@ -52,7 +52,7 @@ class GradientCase:
         return self.name
 
 
-def simplex_worst_case(V, d, /):
+def simplex_worst_case(V: int, d: int, /) -> np.ndarray:
     """The RowNorm worst case: a centred regular ``k``-simplex plus zero rows (I16).
 
     ``k = min(d, V - 1)``; the ``k + 1`` simplex rows have unit norm and the
@@ -60,6 +60,19 @@ def simplex_worst_case(V, d, /):
     decrease under the diameter (I16 is sharp here).
 
     Examples
+    Parameters
+    ----------
+    V : int
+        Rows, ``>= 2``: the first ``k + 1`` are the simplex, the others zero.
+    d : int
+        Columns, ``>= 1``: the simplex lies in the first ``k``, the others
+        are zero.
+
+    Returns
+    -------
+    (V, d) float64 ndarray
+        Zero column sums (to rounding).
+
     --------
     >>> G = simplex_worst_case(4, 2)
     >>> G.round(6).tolist()[3], float(abs(G.sum(axis=0)).max()) < 1e-15
@@ -78,7 +91,8 @@ def simplex_worst_case(V, d, /):
     return out
 
 
-def gradient_cases(V=64, d=8, /, *, seed=0, real=True, real_rows=None):
+def gradient_cases(V: int = 64, d: int = 8, /, *, seed: int = 0, real: bool = True,
+                   real_rows: int | None = None) -> list[GradientCase]:
     """Named zero-sum gradients: the easy cases, the shapes users have, the worst case.
 
     ========================  ==========================================================================
@@ -98,7 +112,11 @@ def gradient_cases(V=64, d=8, /, *, seed=0, real=True, real_rows=None):
     Parameters
     ----------
     V, d : int
-        Rows and columns of the synthetic cases (``V >= 3``).
+        Rows and columns of the synthetic cases (``V >= 3``, ``d >= 1``;
+        default 64 and 8).
+        Seed of every synthetic case, ``>= 0`` (default 0); the same seed
+        gives the same gradients.  The real case passes it to
+        :func:`hilbertgeom.gradients.real_head_gradient`.
     seed : int
     real : bool
         Include ``real_minilm`` (marked unavailable, with the reason, when the

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .. import _validate as _v
 from ..ball import minimum_enclosing_ball
@@ -91,7 +92,7 @@ def _eta(eta) -> float:
     return _v.scalar(eta, "eta", minimum=0.0, strict=True)
 
 
-def default_rtol(norm, /, *, dtype="float64", shape=(2, 1)):
+def default_rtol(norm: str, /, *, dtype: DTypeLike = "float64", shape: tuple[int, int] = (2, 1)) -> float:
     r"""The default relative tolerance of :func:`assert_steepest`.
 
     The tolerance covers the rounding a correct implementation commits, and
@@ -309,7 +310,7 @@ def _optimum(norm: str, G: np.ndarray, rtol: float, tension=None) -> _Optimum:
 
 
 # --------------------------------------------------------------------------- the assertion
-def steepest_step(G, /, *, norm, eta=1.0):
+def steepest_step(G: ArrayLike, /, *, norm: str, eta: float = 1.0) -> np.ndarray:
     r"""The exact steepest-descent step of size ``eta`` for ``norm``: the reference.
 
     .. math::
@@ -383,7 +384,8 @@ def _g(x: float) -> str:
     return f"{x:.6g}"
 
 
-def assert_steepest(S, G, /, *, norm, eta=1.0, rtol=None, tension=None):
+def assert_steepest(S: ArrayLike, G: ArrayLike, /, *, norm: str, eta: float = 1.0, rtol: float | None = None,
+                    tension: TensionResult | None = None) -> None:
     r"""Assert that ``S`` is the steepest-descent step of size ``eta`` for ``norm`` on ``G``.
 
     ``S`` passes when it is feasible, ``N(S) <= eta (1 + rtol)`` (``eta/2``
@@ -463,7 +465,7 @@ def assert_steepest(S, G, /, *, norm, eta=1.0, rtol=None, tension=None):
         ...
     AssertionError: S is not the steepest step of norm='max_row' ...
     ...
-      scale:    S = 0.5 x a steepest step (S / 0.5 has norm eta and the optimal decrease): its size is off, not its direction
+      scale:    S = 0.5 x a steepest step (S / 0.5 has norm eta ...): its size is off, not its direction
     ...
     """
     name = _norm_name(norm)
@@ -721,7 +723,8 @@ def _details(name, S, G, eta, budget, rtol, meas, opt, enough) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the ratio
-def assert_decrease_ratio(S, G, /, *, at_least, tension=None):
+def assert_decrease_ratio(S: ArrayLike, G: ArrayLike, /, *, at_least: float,
+                          tension: TensionResult | None = None) -> None:
     r"""Assert that ``S`` buys at least ``at_least`` of the best decrease at its diameter.
 
     .. math::

@@ -24,18 +24,40 @@ each is made on first use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 __all__ = ["assert_steepest", "pytest_configure", "pytest_generate_tests"]
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``gradient_cases`` marker (pytest hook).
+
+    Parameters
+    ----------
+    config : pytest.Config
+        The session's configuration, which gets the marker's line.
+    """
     config.addinivalue_line(
         "markers", "gradient_cases(V=64, d=8, *, seed=0, real=True): sizes of the gradient_case fixture "
                    "(hilbertgeom.testing.gradient_cases)")
 
 
-def pytest_generate_tests(metafunc):
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize a test that takes ``gradient_case`` over the cases (pytest hook).
+
+    The cases are :func:`hilbertgeom.testing.gradient_cases` called with the
+    arguments of the test's closest ``gradient_cases`` marker (none: the
+    defaults); each is a parameter with the case's name as its id, and an
+    unavailable case is skipped with its reason.  Tests without the fixture
+    are left alone.
+
+    Parameters
+    ----------
+    metafunc : pytest.Metafunc
+        The test function being collected.
+    """
     if "gradient_case" not in metafunc.fixturenames:
         return
     from . import gradient_cases
@@ -48,7 +70,7 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(name="assert_steepest")
-def assert_steepest():
+def assert_steepest() -> Callable[..., None]:
     """:func:`hilbertgeom.testing.assert_steepest`."""
     from . import assert_steepest as fn
 

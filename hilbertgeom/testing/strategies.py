@@ -39,15 +39,21 @@ does not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 from hypothesis import strategies as st
 
 from .. import _validate as _v
 from ._cases import simplex_worst_case
 
+if TYPE_CHECKING:
+    from ..gradients import HeadGradient
+
 __all__ = ["KINDS", "head_gradients", "zero_sum_gradients"]
 
-KINDS = ("gaussian", "rank_one", "low_rank", "cross_entropy", "near_duplicate", "rownorm_worst")
+KINDS: tuple[str, ...] = ("gaussian", "rank_one", "low_rank", "cross_entropy", "near_duplicate", "rownorm_worst")
 
 
 def _size(x, name: str, minimum: int):
@@ -68,7 +74,8 @@ def _seed():
 
 
 @st.composite
-def head_gradients(draw, V=_HEAD_V, d=_HEAD_D):
+def head_gradients(draw: st.DrawFn, V: int | st.SearchStrategy[int] = _HEAD_V,
+                   d: int | st.SearchStrategy[int] = _HEAD_D) -> HeadGradient:
     """Draw a :class:`~hilbertgeom.gradients.HeadGradient` from :func:`~hilbertgeom.gradients.synthetic_head_gradient`.
 
     The batch is at most ``max(1, V // 2)`` positions, so most rows are not
@@ -80,6 +87,12 @@ def head_gradients(draw, V=_HEAD_V, d=_HEAD_D):
     ----------
     V, d : int or strategy of int
         Rows (``>= 2``) and columns (``>= 1``); default ``8..48`` and ``1..8``.
+        Drawn sizes below the minimum are filtered out.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy of HeadGradient
+        (``draw`` is supplied by Hypothesis: call ``head_gradients(V, d)``.)
     """
     from ..gradients import synthetic_head_gradient
 
@@ -139,7 +152,9 @@ _MAKERS = {"gaussian": _gaussian, "rank_one": _rank_one, "low_rank": _low_rank, 
            "near_duplicate": _near_duplicate, "rownorm_worst": _rownorm_worst}
 
 
-def zero_sum_gradients(V=_V, d=_D, *, kind=None, scale=True):
+def zero_sum_gradients(V: int | st.SearchStrategy[int] = _V, d: int | st.SearchStrategy[int] = _D, *,
+                       kind: str | Sequence[str] | None = None,
+                       scale: bool = True) -> st.SearchStrategy[np.ndarray]:
     """A strategy of float64 ``(V, d)`` gradients with zero column sums.
 
     Parameters
