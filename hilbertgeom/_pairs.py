@@ -304,8 +304,11 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
                 keys = xp.astype(ci, xp.int64) * V + xp.astype(cj, xp.int64)
                 big = xp.asarray(V * V, dtype=xp.int64)
                 key = int(xp.min(xp.where(d2 == v, keys, big)))
-                if best_d2 is None or v != best_d2 or key < best_key:
+                # best_d2 and best_key are set together: None for one is None for both
+                if best_d2 is None or best_key is None or v != best_d2 or key < best_key:
                     best_d2, best_key = v, key
+    if best_d2 is None or best_key is None:  # no candidate pair: the preconditions were broken
+        raise ValueError(f"extreme_pair_l2 needs a finite (V, d) array with V >= 2 rows; got shape {(V, d)}")
     i, j = divmod(best_key, V)
     return Pair(best_d2 / f0, int(i), int(j))
 
@@ -367,6 +370,8 @@ def linf_diameter(X, xp) -> Pair:
         pair = divmod(key, V)
         if win is None or pair < win:
             win = pair
+    if win is None:  # no column attains the largest range: a NaN entry
+        raise ValueError("linf_diameter needs finite entries (no column attains the largest range)")
     return Pair(best, int(win[0]), int(win[1]))
 
 

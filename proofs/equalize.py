@@ -128,7 +128,8 @@ def _i20(pf: Proof, rng, quick, seed):
     dd = sp.Symbol("d", positive=True, integer=True)
     pf.zero("volume ratio ((1+delta)/2)^d / (delta/2)^d = ((1+delta)/delta)^d",
             ((1 + delta) / 2) ** dd / (delta / 2) ** dd - ((1 + delta) / delta) ** dd)
-    pf.zero("delta ((1+delta)/delta - t) = 1 - delta (t - 1)", delta * ((1 + delta) / delta - t) - (1 - delta * (t - 1)))
+    pf.zero("delta ((1+delta)/delta - t) = 1 - delta (t - 1)",
+            delta * ((1 + delta) / delta - t) - (1 - delta * (t - 1)))
     s = sp.Symbol("s", positive=True)  # t = n^(1/d) = 1 + s > 1
     pf.zero("1/(t-1) - delta = (1 - delta(t-1))/(t-1)", 1 / (t - 1) - delta - (1 - delta * (t - 1)) / (t - 1))
     pf.positive("t - 1 > 0 for t = 1 + s", (t - 1).subs(t, 1 + s))

@@ -171,7 +171,8 @@ def _i8(pf: Proof, rng, quick, seed):
     lhs = sum(rp[i] * xs[i] for i in range(3)) - sum(rm2[j] * ys[j] for j in range(2))
     rhs = sum(rp[i] * rm2[j] * (xs[i] - ys[j]) for i in range(3) for j in range(2)) / m
     pf.zero("S^T r = (1/m) sum_ij r+_i r-_j (s_i - s_j)", lhs - rhs)
-    pf.zero("sum_ij r+_i r-_j / m = m (the weights' total)", sum(rp[i] * rm2[j] for i in range(3) for j in range(2)) / m - m)
+    pf.zero("sum_ij r+_i r-_j / m = m (the weights' total)",
+            sum(rp[i] * rm2[j] for i in range(3) for j in range(2)) / m - m)
     # any supports: the double sum factors, sum_ij r+_i r-_j (s_i - t_j) = (sum_j r-_j) A - (sum_i r+_i) B
     mA, mB, mm = sp.symbols("A B m", real=True)  # A = sum r+_i s_i, B = sum r-_j t_j, m = both totals
     pf.zero("any supports: (1/m)(m A - m B) = A - B = S^T r", (mm * mA - mm * mB) / mm - (mA - mB))
@@ -262,7 +263,8 @@ def _i9(pf: Proof, rng, quick, seed):
             scale = 1e-300 + bound + (diameter(Un) + diameter(Un + Sd)) * float(np.abs(Sd).max() * np.abs(h).sum())
             pf.eq(f"backward_change vs brute force/{kind}", hg.backward_change(Un, Sd, h, c), change,
                   scale=scale + float(np.abs(Un).max() + np.abs(Sd).max()))
-            pf.eq(f"backward_change_bound vs the formula/{kind}", hg.backward_change_bound(Un, Sd, h, c), bound, scale=scale)
+            pf.eq(f"backward_change_bound vs the formula/{kind}", hg.backward_change_bound(Un, Sd, h, c), bound,
+                  scale=scale)
             pf.le(f"change <= bound/{kind}", change, bound, scale=scale + float(np.abs(Un).max() + np.abs(Sd).max()))
     # the example, exact in mpmath: change = sqrt(eta^2 q2^2 + M^2 tanh^2(eta/2)), bound in closed form
     for Mv in (1.0, 10.0, 1e3, 1e6):

@@ -49,7 +49,7 @@ import sympy as sp
 
 import hilbertgeom as hg
 
-from ._core import EXACT, Proof, exact_variation, log_odds_change, register, softmax
+from ._core import Proof, exact_variation, log_odds_change, register, softmax
 
 __all__ = ["IDENTITIES"]
 
@@ -85,7 +85,8 @@ def _i1(pf: Proof, rng, quick, seed):
             sp.expand_log(sp.log(al * pi / (be * qi)) - ai - sp.log(al / be)))
     x, y, X, Y = sp.symbols("x y X Y", real=True)  # x = a_i - a_j <= X = H(p,r), y = b_i - b_j <= Y = H(r,q)
     u, v = sp.symbols("u v", nonnegative=True)
-    pf.nonneg("triangle per pair: (X + Y) - (x + y) = (X - x) + (Y - y) >= 0", (X + Y - x - y).subs({X: x + u, Y: y + v}))
+    pf.nonneg("triangle per pair: (X + Y) - (x + y) = (X - x) + (Y - y) >= 0",
+              (X + Y - x - y).subs({X: x + u, Y: y + v}))
     for kind, p, q in _pairs(rng, quick):
         h = hg.hilbert_distance(p, q)
         brute = log_odds_change(p, q)
@@ -112,7 +113,8 @@ def _i2(pf: Proof, rng, quick, seed):
     zi, zj, wi, wj, c = sp.symbols("z_i z_j w_i w_j c", real=True)
     Z, W = sp.symbols("Z W", positive=True)
     a = lambda z, w: sp.log((sp.exp(z) / Z) / (sp.exp(w) / W))  # noqa: E731
-    pf.zero("a_i - a_j = (z_i - w_i) - (z_j - w_j), any n", sp.expand_log(a(zi, wi) - a(zj, wj)) - ((zi - wi) - (zj - wj)))
+    pf.zero("a_i - a_j = (z_i - w_i) - (z_j - w_j), any n",
+            sp.expand_log(a(zi, wi) - a(zj, wj)) - ((zi - wi) - (zj - wj)))
     pf.zero("shift cancels: (z_i + c) - (z_j + c) = z_i - z_j", (zi + c) - (zj + c) - (zi - zj))
     for _ in range(10 if quick else 80):
         n = int(rng.integers(2, 30))
@@ -142,8 +144,8 @@ def _i3(pf: Proof, rng, quick, seed):
     p = sp.symbols(f"p1:{n + 1}", positive=True)
     dl = sp.symbols(f"delta1:{n + 1}", real=True)
     q = [p[i] * sp.exp(dl[i]) for i in range(n)]  # the definition of delta_c, no log/exp simplification
-    pf.zero("sum_c p_c (e^delta_c - 1) = sum q - sum p", sum(p[i] * (sp.exp(dl[i]) - 1) for i in range(n)) - (sum(q) - sum(p)))
-    dpos = sp.symbols(f"e1:{n + 1}", positive=True)
+    pf.zero("sum_c p_c (e^delta_c - 1) = sum q - sum p",
+            sum(p[i] * (sp.exp(dl[i]) - 1) for i in range(n)) - (sum(q) - sum(p)))
     # e^x - 1 > 0 for x > 0: e^x - 1 = integral_0^x e^s ds, and e^s > 0
     s_, x_ = sp.symbols("s x", positive=True)
     pf.zero("e^x - 1 = int_0^x e^s ds", sp.exp(x_) - 1 - sp.integrate(sp.exp(s_), (s_, 0, x_)))
@@ -185,7 +187,8 @@ def _i3(pf: Proof, rng, quick, seed):
 # --------------------------------------------------------------------------- I4
 @register(IDENTITIES, "I4", "TV(p,q) <= tanh(H(p,q)/4), sharp on the two-point likelihood ratio e^(+-H/2)",
           "arXiv 2608.22253 (v2); the (ta - 1)^2 reduction",
-          "sympy: chord bound, (ta-1)^2 reduction and tanh form decided; numeric: mpmath TV, witness over H in [1e-8, 700]")
+          "sympy: chord bound, (ta-1)^2 reduction and tanh form decided; "
+          "numeric: mpmath TV, witness over H in [1e-8, 700]")
 def _i4(pf: Proof, rng, quick, seed):
     a, t, r, H = sp.symbols("a t r H", positive=True)
     s, u, w = sp.symbols("s u w", positive=True)
@@ -203,7 +206,8 @@ def _i4(pf: Proof, rng, quick, seed):
             gap - (t * a - 1) ** 2 / ((t**2 - 1) * a))
     pf.nonneg("(ta-1)^2 / ((t^2-1)a) >= 0 for t = 1 + s > 1",
               ((t * a - 1) ** 2 / ((t**2 - 1) * a)).subs(t, 1 + s))
-    pf.zero("(t-1)/(t+1) = tanh(H/4) at t = e^(H/2)", ((sp.exp(H / 2) - 1) / (sp.exp(H / 2) + 1) - sp.tanh(H / 4)).rewrite(sp.exp))
+    pf.zero("(t-1)/(t+1) = tanh(H/4) at t = e^(H/2)",
+            ((sp.exp(H / 2) - 1) / (sp.exp(H / 2) + 1) - sp.tanh(H / 4)).rewrite(sp.exp))
     for kind, p, q in _pairs(rng, quick):
         h = hg.hilbert_distance(p, q)
         pm, qm = [mp.mpf(float(x)) for x in p], [mp.mpf(float(x)) for x in q]
@@ -211,7 +215,7 @@ def _i4(pf: Proof, rng, quick, seed):
         tv = float(mp.fsum(abs(pm[i] / sp_ - qm[i] / sq_) for i in range(len(pm))) / 2)
         pf.eq(f"total_variation vs mpmath/{kind}", hg.total_variation(p, q), tv)
         pf.le(f"TV <= tv_bound(H)/{kind}", tv, hg.tv_bound(h))
-    hs = [1e-8, 1e-3, 0.5, 1.0, 4.0, 20.0, 100.0, 700.0] + list(rng.uniform(0, 50, 5 if quick else 40))
+    hs = [1e-8, 1e-3, 0.5, 1.0, 4.0, 20.0, 100.0, 700.0, *rng.uniform(0, 50, 5 if quick else 40)]
     for h in hs:
         p, q = hg.tv_extremal_pair(h)
         want = float(mp.tanh(mp.mpf(h) / 4))
@@ -248,7 +252,8 @@ def _i5(pf: Proof, rng, quick, seed):
             deriv - w * (a * d - b * c) / ((c + d * w) * (a + b * w)))
     # AM-GM: (c + dw)(a + bw) >= (sqrt(ad) + sqrt(bc))^2 w, the excess is (sqrt(bd) w - sqrt(ac))^2
     pf.zero("(c + dw)(a + bw) - (sqrt(ad) + sqrt(bc))^2 w = (sqrt(bd) w - sqrt(ac))^2",
-            (c + d * w) * (a + b * w) - (sp.sqrt(a * d) + sp.sqrt(b * c)) ** 2 * w - (sp.sqrt(b * d) * w - sp.sqrt(a * c)) ** 2)
+            (c + d * w) * (a + b * w) - (sp.sqrt(a * d) + sp.sqrt(b * c)) ** 2 * w
+            - (sp.sqrt(b * d) * w - sp.sqrt(a * c)) ** 2)
     k = sp.Symbol("k", positive=True)  # k = sqrt(ad/bc) = e^(Delta/2)
     pf.zero("(sqrt(ad) - sqrt(bc))/(sqrt(ad) + sqrt(bc)) = tanh(Delta/4), Delta = log(ad/bc)",
             ((k - 1) / (k + 1) - sp.tanh(sp.log(k**2) / 4)).rewrite(sp.exp))
@@ -274,6 +279,9 @@ def _i5(pf: Proof, rng, quick, seed):
         with mp.workdps(50):  # |f'| is maximal at w* for either sign of ad - bc
             ws = mp.sqrt(mp.mpf(aa * cc) / (bb * dd))
             eps = mp.mpf("1e-15")
-            f_ = lambda t: mp.log((cc + dd * t) / (aa + bb * t))  # noqa: E731
+
+            def f_(t, a=aa, b=bb, c=cc, d=dd):  # this draw's entries, bound now (not the loop's last)
+                return mp.log((c + d * t) / (a + b * t))
+
             ratio = abs(f_(ws * mp.exp(eps)) - f_(ws * mp.exp(-eps))) / (2 * eps)
         pf.eq("2x2 witness attains tanh(Delta/4)", con.ratio, float(ratio), scale=1.0)

@@ -64,7 +64,6 @@ import hilbertgeom as hg
 from hilbertgeom.tolerances import tolerance
 
 from ._core import (
-    EXACT,
     SCREENED,
     SOLVER,
     Proof,
@@ -189,10 +188,11 @@ def _i10(pf: Proof, rng, quick, seed):
 def _i11(pf: Proof, rng, quick, seed):
     Vs = sp.Symbol("V", positive=True, integer=True)
     gi, tot = sp.symbols("g_i Sigma", real=True)  # Sigma = sum_j g_j
-    pf.zero("sum_{j != i} (g_i - g_j)/V = g_i - Sigma/V, symbolic V", ((Vs - 1) * gi - (tot - gi)) / Vs - (gi - tot / Vs))
+    pf.zero("sum_{j != i} (g_i - g_j)/V = g_i - Sigma/V, symbolic V",
+            ((Vs - 1) * gi - (tot - gi)) / Vs - (gi - tot / Vs))
     pf.zero("... = g_i when Sigma = 0", (((Vs - 1) * gi - (tot - gi)) / Vs - gi).subs(tot, 0))
     for kind, G in [*gradient_pool(seed, quick), *gradients(rng, True, small=False)]:
-        V, d = G.shape
+        V, _d = G.shape
         iu, ju = np.triu_indices(V, 1)
         Y = (G[iu] - G[ju]) / V
         div = np.zeros_like(G)
@@ -221,7 +221,7 @@ def _i11(pf: Proof, rng, quick, seed):
         g1 = rng.standard_normal(int(rng.integers(1, 5)))
         G = np.stack([g1, -g1])
         res = solve(G, tol=1e-10)
-        lo, up, _ = certificate(G, res)
+        lo, _up, _ = certificate(G, res)
         pf.eq("V = 2: T = balanced cost = ||g_1||", lo, float(np.linalg.norm(2 * g1)) / 2, tol=SOLVER)
 
 
@@ -292,8 +292,9 @@ def _i13(pf: Proof, rng, quick, seed):
     f = sp.symbols("f1:6", real=True)
     mean = sum(f) / 5
     for i in range(5):
-        pf.zero(f"phi_{i} - mean = (1/V) sum_j (phi_i - phi_j), V = 5", (f[i] - mean) - sum(f[i] - f[j] for j in range(5)) / 5)
-    V, w = sp.symbols("V w", positive=True)
+        pf.zero(f"phi_{i} - mean = (1/V) sum_j (phi_i - phi_j), V = 5",
+                (f[i] - mean) - sum(f[i] - f[j] for j in range(5)) / 5)
+    _V, w = sp.symbols("V w", positive=True)
     Vv = 2 + w  # V >= 2
     pf.nonneg("constant - (V-1)/V >= 0 (the triangle bound (1/V) sum_{j != i} 1)", _phi_bound(Vv) - (Vv - 1) / Vv)
     pf.nonneg("1 - constant >= 0", 1 - _phi_bound(Vv))
@@ -329,7 +330,7 @@ def _i13(pf: Proof, rng, quick, seed):
           "numeric: re-certified min_tension bracket vs the closed forms, tension_bounds sharp on the simplex")
 def _i14(pf: Proof, rng, quick, seed):
     m, hn = sp.symbols("m h", positive=True)  # m = sum g+ = sum g- = ||g||_1/2, h = ||h||
-    gi, gj = sp.symbols("g_i g_j", positive=True)  # g_i = g+_i > 0, g_j = g-_j > 0
+    gi, _gj = sp.symbols("g_i g_j", positive=True)  # g_i = g+_i > 0, g_j = g-_j > 0
     pf.zero("flow y_ij = g+_i g-_j h/m: out of i, sum_j g-_j = m, gives g+_i h", gi * m * hn / m - gi * hn)
     pf.zero("flow cost sum_ij g+_i g-_j ||h||/m = m ||h|| (sum_i g+_i = m)", m * m * hn / m - m * hn)
     pf.zero("potential value: sum g+ h/2 + sum g- h/2 = m ||h||", m * hn / 2 + m * hn / 2 - m * hn)
@@ -394,7 +395,7 @@ def _i15(pf: Proof, rng, quick, seed):
     G = G.row_insert(3, -(G.row(0) + G.row(1) + G.row(2)))
     c = sp.Matrix(sp.symbols("c1:3", real=True))
     pf.zero("<G, 1 c^T> = 0 for zero-sum G", (sp.ones(1, 4) * G * c)[0])
-    n_, r_, t = sp.symbols("n r t", nonnegative=True)  # <g, x> >= -||g|| ||x|| >= -||g|| eta/2 for ||x|| = eta/2 - t
+    n_, _r, t = sp.symbols("n r t", nonnegative=True)  # <g, x> >= -||g|| ||x|| >= -||g|| eta/2 for ||x|| = eta/2 - t
     pf.nonneg("-||g|| ||x|| + ||g|| eta/2 >= 0 for ||x|| <= eta/2", -n_ * (eta / 2 - t) + n_ * eta / 2)
     import cvxpy as cp
 
@@ -478,7 +479,8 @@ def _i17(pf: Proof, rng, quick, seed):
     P = sp.Matrix(3, 2, sp.symbols("f1:7", real=True))
     c = sp.Matrix(sp.symbols("c1:3", real=True))
     pf.zero("<G, Phi> = <G, Phi - 1 c^T> (zero-sum G)",
-            sum(G[i, j] * P[i, j] for i in range(3) for j in range(2)) - sum(G[i, j] * (P[i, j] - c[j]) for i in range(3) for j in range(2)))
+            sum(G[i, j] * P[i, j] for i in range(3) for j in range(2))
+            - sum(G[i, j] * (P[i, j] - c[j]) for i in range(3) for j in range(2)))
     n_ = sp.Symbol("n", positive=True)
     t = sp.Symbol("t", nonnegative=True)
     pf.nonneg("RowNorm potential: n/D - n/2 >= 0 for D = 2/(1 + t) <= 2 (unit rows)", n_ / (2 / (1 + t)) - n_ / 2)
@@ -531,7 +533,7 @@ def _i18(pf: Proof, rng, quick, seed):
     Vr = sp.Matrix([[sp.cos(ph), -sp.sin(ph)], [sp.sin(ph), sp.cos(ph)]])
     Gm = Ur * sp.diag(s1, s2) * Vr.T
     pf.zero("tr(G^T U V^T) = sigma1 + sigma2", sp.simplify((Gm.T * Ur * Vr.T).trace() - (s1 + s2)))
-    a, b, r = sp.symbols("a b r", real=True)
+    a, b, _r = sp.symbols("a b r", real=True)
     u = sp.Symbol("u", nonnegative=True)
     pf.nonneg("column range <= eta: a_i - a_j <= max - min", (b - a).subs(b, a + u))
     for kind, G in gradients(rng, quick, small=False):

@@ -40,13 +40,14 @@ def main():
     slow = BertTokenizer(str(model / "vocab.txt"), do_lower_case=True)
     fast = BertTokenizerFast.from_pretrained(str(model))
     bad = [k for k, t in sorted(topics.items())
-           if not (mine.encode(t) == slow.encode(t, add_special_tokens=False) == fast.encode(t, add_special_tokens=False))]
+           if not (mine.encode(t) == slow.encode(t, add_special_tokens=False)
+                   == fast.encode(t, add_special_tokens=False))]
     print(f"# pydoc topics tokenized differently: {len(bad)} of {len(topics)} {bad[:5]}")
 
     st = SentenceTransformer(str(model), device="cpu")
     emb = st.encode(SENTENCES, convert_to_numpy=True)
     bert = BertModel.from_pretrained(str(model)).eval().double()
-    for s, e in zip(SENTENCES, emb):
+    for s, e in zip(SENTENCES, emb, strict=True):
         ids = fast(s)["input_ids"]
         with torch.no_grad():
             h = bert(torch.tensor([ids])).last_hidden_state[0].numpy()

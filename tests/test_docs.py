@@ -118,7 +118,7 @@ def test_mathml_spells_arg_as_an_operator_name():
 
 @pytest.mark.parametrize("tex", [r"\lefteqn{x} f", r"\foo{x}", r"\frac{1}{"])
 def test_mathml_rejects_what_it_cannot_convert(tex):
-    with pytest.raises(ValueError, match="TeX left|latex2mathml failed"):
+    with pytest.raises(ValueError, match=r"TeX left|latex2mathml failed"):
         mathml.to_mathml(tex, display=True)
 
 

@@ -503,7 +503,7 @@ def test_real_gradient_after_head_training(tmp_path, minilm_tensors):
     hist = g.meta["loss_history"]
     assert len(hist) == steps + 1 and hist[-1] == g.loss
     tol = tolerance("kernel", d=U.shape[1] + U.shape[0])
-    assert all(abs(a - b) <= tol.bound(1 + np.abs(Z).max()) for a, b in zip(hist, [*losses, loss_ref]))
+    assert all(abs(a - b) <= tol.bound(1 + np.abs(Z).max()) for a, b in zip(hist, [*losses, loss_ref], strict=True))
     assert hist[0] > hist[1] > hist[2] > hist[3]
     # three Adam steps do not amplify rounding here (observed 1e-15 relative): the kernel policy holds
     assert_close_gradient(g.G, G_ref, Z, U.shape[1])

@@ -204,7 +204,7 @@ def _linf_no_centring(orig):
 
 def _polar_top_only(orig):
     def pu(G, /, *, eta=1.0):
-        U, s, Vt = np.linalg.svd(np.asarray(G, float), full_matrices=False)
+        U, _s, Vt = np.linalg.svd(np.asarray(G, float), full_matrices=False)
         return -eta * np.outer(U[:, 0], Vt[0])
 
     return pu
@@ -251,7 +251,8 @@ MUTATIONS = [
     ("Jung constant too large by sqrt 2", "I7", _wrap("jung_radius", _jung_sqrt2)),
     ("cross_entropy_backward_bound doubled", "I8", _wrap("cross_entropy_backward_bound", _doubled)),
     ("backward_bound without the 1/2", "I8", _wrap("backward_bound", _doubled)),
-    ("backward_change_bound with tanh(delta/2)", "I9", _wrap("backward_change_bound", _backward_change_bound_half_angle)),
+    ("backward_change_bound with tanh(delta/2)", "I9",
+     _wrap("backward_change_bound", _backward_change_bound_half_angle)),
     ("steepest_descent half step", "I10", _wrap("steepest_descent", _half_step)),
     ("balanced-flow cost doubled", "I11", _wrap_private("hilbertgeom.tension.bounds", "_balanced_flow_cost", _doubled)),
     ("min_tension flow pairs reversed (index mapping)", "I12", _wrap("min_tension", _reversed_pairs)),

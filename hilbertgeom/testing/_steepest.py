@@ -623,10 +623,10 @@ def _details(name, S, G, eta, budget, rtol, meas, opt, enough) -> list[str]:
                        f"cos(s_i, -g_i) = {cos[i]:.4f}, shortfall {sf[i]:.3g}")
     elif name == "max_entry":
         A = np.abs(S)
-        over = np.argwhere(A > lim)
-        if over.size:
-            i, j = (int(v) for v in over[np.argmax(A[tuple(over.T)])])
-            out.append(f"  too large: {len(over)} entries have |s_ij| > eta; the largest is "
+        over_ij = np.argwhere(A > lim)  # (k, 2): the (i, j) of each entry over eta
+        if over_ij.size:
+            i, j = (int(v) for v in over_ij[np.argmax(A[tuple(over_ij.T)])])
+            out.append(f"  too large: {len(over_ij)} entries have |s_ij| > eta; the largest is "
                        f"S[{i}, {j}] = {S[i, j] / eta:.6g} eta")
         nz = G != 0
         short = nz & ((A < eta * (1.0 - rtol)) | (np.sign(S) != -np.sign(G)))
@@ -696,9 +696,9 @@ def _details(name, S, G, eta, budget, rtol, meas, opt, enough) -> list[str]:
     else:  # spectral
         U, s, Vt = opt.aux["U"], opt.aux["s"], opt.aux["Vt"]
         sv = meas.aux["singular"]
-        over = int(np.sum(sv > lim))
-        if over:
-            out.append(f"  too large: {over} singular values of S exceed eta; the largest is {sv[0] / eta:.6g} eta")
+        n_over = int(np.sum(sv > lim))
+        if n_over:
+            out.append(f"  too large: {n_over} singular values of S exceed eta; the largest is {sv[0] / eta:.6g} eta")
         t = -np.einsum("ik,ij,kj->k", U, S, Vt)  # u_k^T (-S) v_k
         sf = s * (eta - t)
         keep = s > (s[0] if s.size else 0.0) * max(V, d) * _U64
