@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 from hilbertgeom import _validate as _v
 from hilbertgeom import head as _head
 from hilbertgeom import rows as _rows
 from hilbertgeom._pairs import Pair
+from hilbertgeom._validate import NormLike
 from hilbertgeom.equalize import EqualizerResult
 from hilbertgeom.tension import TensionBounds, TensionResult
 from hilbertgeom.updates import UpdateReport
@@ -125,7 +127,7 @@ def _pair_of(a, b, names, fn):
 
 # --------------------------------------------------------------------------- metric
 @_scoped
-def hilbert_distance(p, q, /, *, axis=-1):
+def hilbert_distance(p: Any, q: Any, /, *, axis: int = -1) -> float | Any:
     r"""Hilbert's projective distance between positive vectors, on the device.
 
     .. math:: H(p, q) = \max_i \log\frac{p_i}{q_i} - \min_i \log\frac{p_i}{q_i}
@@ -151,7 +153,7 @@ def hilbert_distance(p, q, /, *, axis=-1):
 
 
 @_scoped
-def variation_norm(x, /, *, axis=-1):
+def variation_norm(x: Any, /, *, axis: int = -1) -> float | Any:
     r"""The variation seminorm ``max_i x_i - min_i x_i`` (float64), on the device.
 
     Parameters
@@ -171,7 +173,7 @@ def variation_norm(x, /, *, axis=-1):
 
 
 @_scoped
-def softmax_hilbert_distance(z, z2, /, *, axis=-1):
+def softmax_hilbert_distance(z: Any, z2: Any, /, *, axis: int = -1) -> float | Any:
     r"""``H(softmax z, softmax z2) = var(z - z2)`` from logits, on the device (I2).
 
     The difference is taken in float64, as in the core.
@@ -202,7 +204,7 @@ def _search(xp):
 
 
 @_scoped
-def center_rows(S, /):
+def center_rows(S: Any, /) -> Any:
     r"""``P S = S - 1 mean(S)`` in float64, on the device.
 
     The core's kernel (:func:`hilbertgeom.center_rows`) run in the array's
@@ -235,7 +237,8 @@ def _extreme(S, norm, mode, tile, fn, min_rows):
 
 
 @_scoped
-def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
+def row_diameter(S: Any, /, *, norm: NormLike = 2, return_pair: bool = False,
+                 tile: int | None = None) -> float | Pair:
     r"""Exact diameter of the rows of a device matrix: ``max_{i<j} ||s_i - s_j||``.
 
     The float64 distance of the farthest pair, ties to the smallest ``(i, j)``
@@ -281,7 +284,7 @@ def row_diameter(S, /, *, norm=2, return_pair=False, tile=None):
 
 
 @_scoped
-def closest_pair(S, /, *, norm=2, tile=None):
+def closest_pair(S: Any, /, *, norm: NormLike = 2, tile: int | None = None) -> Pair:
     r"""Exact closest pair of rows of a device matrix (see :func:`row_diameter`).
 
     Parameters
@@ -302,7 +305,7 @@ def closest_pair(S, /, *, norm=2, tile=None):
 
 # --------------------------------------------------------------------------- head
 @_scoped
-def head_norm(S, /, *, hidden_norm=2, radius=1.0):
+def head_norm(S: Any, /, *, hidden_norm: NormLike = 2, radius: float = 1.0) -> float:
     r"""``R D_*(S)``: the largest Hilbert change over a hidden ball (I6), on the device.
 
     The core's formula (:func:`hilbertgeom.head_norm`: mantissas and exponents
@@ -328,7 +331,7 @@ def head_norm(S, /, *, hidden_norm=2, radius=1.0):
 
 
 @_scoped
-def worst_case_hidden(S, /, *, hidden_norm=2, radius=1.0):
+def worst_case_hidden(S: Any, /, *, hidden_norm: NormLike = 2, radius: float = 1.0) -> Any:
     r"""A hidden state attaining :func:`head_norm`, on the device.
 
     The core's kernel (:func:`hilbertgeom.worst_case_hidden`) on the device's
@@ -368,7 +371,8 @@ def _gradient(G, center, fn):
 
 
 @_scoped
-def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=False):
+def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: bool = False,
+                      return_decrease: bool = False) -> Any | tuple[Any, float]:
     r"""Projected RowNorm ``-(eta/2) P RN(P G)`` on the device (I15), float64.
 
     ``G`` is read in row chunks, in its own precision (float32 stays float32
@@ -376,7 +380,29 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
     tile budget.  Agrees with :func:`hilbertgeom.projected_rownorm` up to the
     summation order of the means (a few ulps).
 
-    Returns the update, or ``(update, decrease)`` with the decrease a float.
+    Parameters
+    ----------
+    G : (V, d) device array
+        Gradient, ``V >= 2``, finite float32 or float64 (CuPy, or a CUDA
+        tensor exporting DLPack), with zero column sums (the core's rule) or
+        ``center=True``.
+    eta : float
+        Step size ``>= 0`` (default 1).
+    eps : float
+        Rows with ``||g_i|| <= eps`` count as zero, ``>= 0`` (default 0).  As
+        in the core, rows within the rounding of the centring and, without
+        ``center``, rows that are exactly zero in ``G`` always count as zero.
+    center : bool
+        Project ``G`` with ``P = I - 11^T/V`` first instead of raising on
+        non-zero column sums (default False; must be a bool).
+    return_decrease : bool
+        Also return the decrease ``(eta/2) sum ||g_i||`` over the rows that
+        count as non-zero (default False).
+
+    Returns
+    -------
+    (V, d) float64 device array, or (update, decrease)
+        The update on the device of ``G``; the decrease is a Python float.
     """
     X, xp = _gradient_input(G, center, "projected_rownorm")
     e = _v.scalar(eta, "eta", minimum=0.0)
@@ -385,7 +411,7 @@ def projected_rownorm(G, /, *, eta=1.0, eps=0.0, center=False, return_decrease=F
 
 
 @_scoped
-def tension_bounds(G, /, *, center=False, tile=2048):
+def tension_bounds(G: Any, /, *, center: bool = False, tile: int = 2048) -> TensionBounds:
     r"""Certified ``lower <= T(G) <= upper`` on the device (I11, I17).
 
     The lower bound is the RowNorm potential with its exact diameter; the upper
@@ -393,6 +419,22 @@ def tension_bounds(G, /, *, center=False, tile=2048):
     of a QR of ``G``) and the balanced-flow cost summed in ``tile x tile``
     blocks.  Values agree with :func:`hilbertgeom.tension_bounds` up to the
     summation order.
+
+    Parameters
+    ----------
+    G : (V, d) device array
+        Gradient, ``V >= 2``, finite float32 or float64, with zero column
+        sums (the core's rule) or ``center=True``.
+    center : bool
+        Project ``G`` with ``P = I - 11^T/V`` first instead of raising on
+        non-zero column sums (default False; must be a bool).
+    tile : int
+        Rows per tile of the balanced-flow sum, ``>= 1`` (default 2048).
+
+    Returns
+    -------
+    TensionBounds
+        Python floats, with the sources of the two bounds.
     """
     X, xp = _gradient(G, center, "tension_bounds")
     t = _v.integer(tile, "tile", minimum=1)
@@ -401,7 +443,8 @@ def tension_bounds(G, /, *, center=False, tile=2048):
 
 # --------------------------------------------------------------------------- updates
 @_scoped
-def evaluate_update(G, S, /, *, tension=None, center=False):
+def evaluate_update(G: Any, S: Any, /, *, tension: TensionResult | None = None,
+                    center: bool = False) -> UpdateReport:
     r"""Measure an update on the device: exact diameter and separations, decrease.
 
     The exact minimum tension ``T(G)`` needs the CPU solver; here
@@ -413,6 +456,21 @@ def evaluate_update(G, S, /, *, tension=None, center=False):
     * ``tension=`` a :class:`~hilbertgeom.TensionResult` of
       ``hilbertgeom.min_tension`` on the same ``G`` (copied to the host by
       you): the ratio is the core's.
+
+    Parameters
+    ----------
+    G : (V, d) device array
+        Gradient, ``V >= 2``, finite float32 or float64, with zero column
+        sums (the core's rule) or ``center=True``.
+    S : (V, d) device array
+        The update to judge: the shape of ``G``, from the same array library
+        and on the same device.
+    tension : TensionResult, optional
+        A solve of ``hilbertgeom.min_tension(G)`` to use instead of the
+        device bracket (see above).
+    center : bool
+        Project ``G`` with ``P = I - 11^T/V`` first instead of raising on
+        non-zero column sums (default False; must be a bool).
 
     Returns
     -------
@@ -452,7 +510,8 @@ def evaluate_update(G, S, /, *, tension=None, center=False):
 
 # --------------------------------------------------------------------------- equalizer
 @_scoped
-def equalize_rows(G, /, *, eta=1.0, keep=0.95, iters=200, step=0.5, tile=2048, xp=None, patience=20):
+def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int = 200, step: float = 0.5,
+                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizerResult:
     r"""The scalable equalizer of :func:`hilbertgeom.equalize_rows`, on the device.
 
     ``G`` is validated and projected on the device; the iterations run in its

@@ -13,6 +13,7 @@ import contextvars
 import math
 import os
 import warnings
+from collections.abc import Iterator
 
 import array_api_compat
 
@@ -245,7 +246,7 @@ def tile_budget_bytes() -> int:
     return _budget[0]
 
 
-def set_tile_budget(nbytes) -> int:
+def set_tile_budget(nbytes: int) -> int:
     """Set the device memory one tile's temporaries may use; return the old value.
 
     The pair kernels take ``tile = floor(sqrt(nbytes / bytes_per_entry))``
@@ -286,7 +287,7 @@ def set_tile_budget(nbytes) -> int:
 
 
 @contextlib.contextmanager
-def tile_budget(nbytes):
+def tile_budget(nbytes: int) -> Iterator[None]:
     """Context manager form of :func:`set_tile_budget`.
 
     Parameters
