@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _validate as _v
+from .equalize import regular_simplex
 from .exceptions import SolverError
 from .rows import closest_pair, row_diameter
 from .tension import (
@@ -415,10 +416,9 @@ def gradient_suite(V: int = 64, d: int = 8, *, seed: int = 0) -> dict[str, np.nd
     CE = _cross_entropy_gradient(H, U, targets)
     cases["cross-entropy (Zipf)"] = CE - CE.mean(axis=0)  # zero column sums exactly, not just to rounding
     kk = min(d, V - 1)
-    E = np.eye(kk + 1) - 1.0 / (kk + 1)
-    Us, _, _ = np.linalg.svd(E)
     simplex = np.zeros((V, d))
-    simplex[: kk + 1, :kk] = E @ Us[:, :kk]
+    # edge sqrt(2) (rows of norm sqrt(k/(k+1)), as the vertices e_i - 1/(k+1) of the standard simplex)
+    simplex[: kk + 1] = math.sqrt(2.0) * regular_simplex(kk + 1, d)
     cases["simplex worst case"] = simplex
     return cases
 

@@ -99,7 +99,10 @@ def _i6(pf: Proof, rng, quick, seed):
 
 # --------------------------------------------------------------------------- I7
 def _simplex(k: int, scale: float) -> np.ndarray:
-    """Regular k-simplex, edge sqrt(2) * scale, in R^(k+1) (an independent construction)."""
+    """Regular k-simplex, edge sqrt(2) * scale, in R^(k+1): the closed-form vertices
+    e_i - 1/(k+1) whose circumradius the sympy lines of I7 prove.  Kept apart from
+    hg.regular_simplex on purpose (an independent reference for the ball kernels,
+    with no SVD rotation in between)."""
     return (np.eye(k + 1) - 1.0 / (k + 1)) * scale
 
 

@@ -136,10 +136,12 @@ def _check_certificate(pf: Proof, G, res, label: str):
 
 
 def _simplex_gradient(k: int, zeros: int = 0) -> np.ndarray:
-    """Centred regular k-simplex, unit edge, in R^k (independent construction), plus zero rows."""
-    E = (np.eye(k + 1) - 1.0 / (k + 1)) / math.sqrt(2.0)
-    Q, _, _ = np.linalg.svd(E)
-    return np.vstack([E @ Q[:, :k], np.zeros((zeros, k))])
+    """Centred regular k-simplex, unit edge, in R^k (the library's regular_simplex), plus zero rows.
+
+    Only an input here: every reference value is a closed form of the rows'
+    own norms (J_k sum ||g_i||, I14/I16/I17), which a non-regular simplex
+    would miss, and I19 checks regular_simplex itself against brute force."""
+    return np.vstack([hg.regular_simplex(k + 1, k), np.zeros((zeros, k))])
 
 
 # --------------------------------------------------------------------------- I10

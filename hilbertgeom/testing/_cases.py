@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _validate as _v
+from ..equalize import regular_simplex
 
 __all__ = ["GradientCase", "gradient_cases", "simplex_worst_case"]
 
@@ -81,9 +82,7 @@ def simplex_worst_case(V: int, d: int, /) -> np.ndarray:
     V = _v.integer(V, "V", minimum=2)
     d = _v.integer(d, "d", minimum=1)
     k = min(d, V - 1)
-    E = np.eye(k + 1) - 1.0 / (k + 1)  # centred vertices of the standard simplex, in R^{k+1}
-    U, _, _ = np.linalg.svd(E)
-    C = E @ U[:, :k]  # the same points in k coordinates (E has rank k)
+    C = regular_simplex(k + 1, k)  # centred, in k coordinates
     C /= np.linalg.norm(C, axis=1, keepdims=True)
     C -= C.mean(axis=0)
     out = np.zeros((V, d))
