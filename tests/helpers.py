@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 
+from hilbertgeom.tolerances import tolerance, unit_roundoff
+
 
 def full() -> bool:
     """True when the exhaustive form of slow tests is requested (HILBERTGEOM_FULL=1)."""
@@ -42,3 +44,33 @@ def brute_extreme(X, mode, norm=2):
     d, iu, ju = brute_pairs(X, norm)
     k = int(np.argmax(d) if mode == "max" else np.argmin(d))  # first = smallest pair
     return float(d[k]), int(iu[k]), int(ju[k])
+
+
+# --------------------------------------------------------------------------- tolerances
+# Every comparison in the tests takes its tolerance from hilbertgeom.tolerances (see
+# tests/test_tolerance_policy.py, which rejects literal ones); these are shorthands.
+U64 = unit_roundoff(np.float64)  # 2^-53
+
+
+def kernel_rtol(n: int, dtype=np.float64) -> float:
+    """``4 (n + 2) u``: the policy's allowance for one ``n``-term sum or dot product
+    (``gamma_n = n u / (1 - n u)`` with a factor of about 4 to spare; see
+    ``tolerance("kernel")``)."""
+    return tolerance("kernel", dtype, d=n).rtol
+
+
+def default_of(fn, name: str):
+    """The default of keyword ``name`` of ``fn`` (a solver's own ``tol``, say), so that a test
+    comparing against what the library was asked for follows the library's default."""
+    import inspect
+
+    return inspect.signature(fn).parameters[name].default
+
+
+def gamma(n: int, dtype=np.float64) -> float:
+    """Higham's ``gamma_n = n u / (1 - n u)``: the worst-case relative error of an ``n``-term
+    sum or dot product in any order (Accuracy and Stability of Numerical Algorithms, 2nd ed.,
+    Lemma 3.1 and section 4.2), for a check that must be tighter than the kernel policy's
+    ``4 (n + 2) u``."""
+    u = unit_roundoff(dtype)
+    return n * u / (1 - n * u)
