@@ -48,7 +48,7 @@ from hilbertgeom import head as _head
 from hilbertgeom import rows as _rows
 from hilbertgeom._pairs import Pair
 from hilbertgeom._validate import NormLike
-from hilbertgeom.equalize import EqualizerResult
+from hilbertgeom.equalize import EqualizationRun
 from hilbertgeom.tension import TensionBounds, TensionResult
 from hilbertgeom.updates import UpdateReport
 
@@ -64,7 +64,7 @@ from ._backend import (
 )
 
 __all__ = [
-    "EqualizerResult",
+    "EqualizationRun",
     "Pair",
     "TensionBounds",
     "TileWarning",
@@ -511,7 +511,7 @@ def evaluate_update(G: Any, S: Any, /, *, tension: TensionResult | None = None,
 # --------------------------------------------------------------------------- equalizer
 @_scoped
 def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int = 200, step: float = 0.5,
-                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizerResult:
+                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizationRun:
     r"""The scalable equalizer of :func:`hilbertgeom.equalize_rows`, on the device.
 
     ``G`` is validated and projected on the device; the iterations run in its
@@ -529,7 +529,7 @@ def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int
 
     Returns
     -------
-    EqualizerResult
+    EqualizationRun
     """
     from hilbertgeom.equalize import equalize_rows as core
 

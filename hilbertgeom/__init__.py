@@ -23,8 +23,8 @@ from . import (  # noqa: F401
 )
 from .ball import EnclosingBall, covering_radius, jung_radius, minimum_enclosing_ball
 from .equalize import (
+    EqualizationRun,
     EqualizedResult,
-    EqualizerResult,
     EquidistantLimit,
     SeparationResult,
     equalization_frontier,
@@ -129,8 +129,8 @@ __all__ = [
     "sign_update",
     "update_rules",
     # equalize
+    "EqualizationRun",
     "EqualizedResult",
-    "EqualizerResult",
     "EquidistantLimit",
     "SeparationResult",
     "equalization_frontier",

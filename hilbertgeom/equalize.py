@@ -21,8 +21,8 @@ from . import _validate as _v
 from .rows import closest_pair, row_diameter
 
 __all__ = [
+    "EqualizationRun",
     "EqualizedResult",
-    "EqualizerResult",
     "EquidistantLimit",
     "SeparationResult",
     "equalization_frontier",
@@ -966,8 +966,9 @@ def max_separation_at_decrease(G: ArrayLike, /, *, eps: float, eta: float = 1.0,
 
 # --------------------------------------------------------------------------- scalable equalizer
 @dataclass(frozen=True)
-class EqualizerResult:
-    """Output of :func:`equalize_rows`.
+class EqualizationRun:
+    """One run of the scalable equalizer :func:`equalize_rows`: its update and how the
+    iterations went (a heuristic; :class:`EqualizedResult` is the certified bracket).
 
     Attributes
     ----------
@@ -1071,7 +1072,7 @@ def _scale2(A, e: int):
 
 
 def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iters: int = 200, step: float = 0.5,
-                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizerResult:
+                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizationRun:
     r"""Scalable equalizer: raise the smallest row separation of projected
     RowNorm while keeping ``D(S) <= eta`` and at least ``keep`` of its decrease.
 
@@ -1113,7 +1114,7 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
 
     Returns
     -------
-    EqualizerResult
+    EqualizationRun
 
     Examples
     --------
@@ -1205,7 +1206,7 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
                 break
     dec = -float(xp.sum(X * best))
     eff = (dec / best_D) / eff0 if best_D > 0 and eff0 > 0 else 1.0
-    return EqualizerResult(update=_scale2(best, ek), separation_ratio=best_r, start_separation_ratio=r0,
+    return EqualizationRun(update=_scale2(best, ek), separation_ratio=best_r, start_separation_ratio=r0,
                            decrease=_ldexp(dec, e + ek), diameter=_ldexp(best_D, ek),
                            rownorm_decrease=_ldexp(dec0, e + ek), rownorm_diameter=_ldexp(D0, ek),
                            relative_efficiency=eff, iterations=it, stop=stop)
