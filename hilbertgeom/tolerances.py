@@ -12,6 +12,14 @@ The numbers follow from the unit roundoff ``u`` of the dtype:
 * ``kernel`` -- tiled reductions over ``d``-term dot products: the standard
   ``gamma_d`` bound, ``rtol = 4 (d + 2) u`` (see ``hilbertgeom.rows``).
 * ``solver`` -- interior-point conic solvers (cvxpy): relative gap ``1e-6``.
+
+Three methods state an accuracy of their own, named here so that a check
+compares against the method's promise rather than a literal (they are not in
+``__all__``; import them from ``hilbertgeom.tolerances``):
+
+* :data:`SDP_RTOL` -- the Shor SDP bound of ``equalized_descent``;
+* :data:`BALL_RTOL` -- the enclosing-ball certificate after the dual QP;
+* :data:`EQUALIZER_RTOL` -- what ``equalize_rows`` counts as an improvement.
 """
 
 from __future__ import annotations
@@ -137,3 +145,25 @@ def tolerance(kind: str = "exact", dtype: DTypeLike = np.float64, *, d: int = 1)
                              f"(d has {n.bit_length()} bits)") from None
         return Tolerance(rtol=rtol, atol=0.0)
     return Tolerance(rtol=1e-6, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- named accuracies
+SDP_RTOL = 1e-7
+"""Relative accuracy of the Shor SDP value (``hilbertgeom.equalize._shor_sdp``, the upper
+bound of :func:`hilbertgeom.equalized_descent` for ``delta > 0``).  CLARABEL stops at a
+relative duality gap of ``1e-8`` (its default ``tol_gap_rel``, feasibility ``1e-8``); the
+value is widened by ten times that, ``1e-7`` of itself, to be an upper bound.  Two such
+values of the same problem agree to ``2 SDP_RTOL``; the relaxation's ``S`` satisfies the
+diameter constraint to ``SDP_RTOL``."""
+
+BALL_RTOL = 1e-9
+"""Relative accuracy of :func:`hilbertgeom.minimum_enclosing_ball` when cospherical rows
+make the active-set walk degenerate and the dual quadratic program finishes it (status
+``"optimal (dual QP after a degenerate walk)"``): ``gap <= 1e-9 radius``, as its docstring
+states.  After a regular walk the certificate is accurate to rounding
+(``tolerance("exact")``).  ``hilbertgeom verify`` uses the same number (``BALL``)."""
+
+EQUALIZER_RTOL = 1e-9
+"""The smallest relative gain of the separation ratio that :func:`hilbertgeom.equalize_rows`
+counts as an improvement (its ``patience`` rule): a ratio within ``1 + 1e-9`` of the best
+so far is stagnation."""
