@@ -92,6 +92,7 @@ def test_arrays_are_positional_only():
 
 def test_gpu_and_proofs_import_without_cuda_and_core_does_not_import_them():
     import re
+    import subprocess
     import sys
 
     import hilbertgeom.gpu
@@ -101,7 +102,11 @@ def test_gpu_and_proofs_import_without_cuda_and_core_does_not_import_them():
     imports = "\n".join(re.findall(r"^\s*(?:from|import)\s+\S+.*$", core_src, flags=re.M))
     assert "gpu" not in imports and "cupy" not in imports
     assert "matplotlib" not in imports and "plots" not in imports  # optional; only the CLI imports them
-    assert "cupy" not in sys.modules or sys.modules["cupy"] is not None
+    # and at run time: a fresh interpreter that imports the core loads none of them
+    code = ("import sys, hilbertgeom; print(sorted(m for m in ('cupy', 'hilbertgeom.gpu', 'hilbertgeom.proofs', "
+            "'hilbertgeom.plots', 'matplotlib', 'hypothesis', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
 
 
 # --------------------------------------------------------------------------- every parameter documented
