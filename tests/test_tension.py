@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from helpers import U64, kernel_rtol
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import hilbertgeom as hg
-from helpers import U64, kernel_rtol
 from hilbertgeom.tolerances import tolerance
 
 SOLVER = tolerance("solver")
@@ -28,11 +28,8 @@ def centered(rng, V, d):
 
 def simplex_rows(k: int, d: int) -> np.ndarray:
     """Centred regular k-simplex (V = k + 1 rows) in R^d, d >= k, randomly rotated."""
-    E = np.eye(k + 1) - 1.0 / (k + 1)
-    U, _, _ = np.linalg.svd(E)
-    coords = E @ U[:, :k]  # k-dimensional coordinates, same distances
     Q, _ = np.linalg.qr(np.random.default_rng(k).standard_normal((d, d)))
-    return np.hstack([coords, np.zeros((k + 1, d - k))]) @ Q.T
+    return math.sqrt(2.0) * hg.regular_simplex(k + 1, d) @ Q.T  # edge sqrt(2)
 
 
 def brute_diameter(P: np.ndarray) -> float:
