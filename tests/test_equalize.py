@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from helpers import U64, default_of, kernel_rtol
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import hilbertgeom as hg
-from helpers import U64, default_of, kernel_rtol
 from hilbertgeom.tolerances import EQUALIZER_RTOL, SDP_RTOL, tolerance
 
 EXACT = tolerance("exact")

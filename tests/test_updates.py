@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from helpers import U64, default_of, gamma, kernel_rtol
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hilbertgeom as hg
-from helpers import U64, default_of, gamma, kernel_rtol
 from hilbertgeom import cli
 from hilbertgeom.tolerances import tolerance
 
