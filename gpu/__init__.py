@@ -40,7 +40,6 @@ True
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 from hilbertgeom import _validate as _v
@@ -50,7 +49,8 @@ from hilbertgeom._pairs import Pair
 from hilbertgeom._validate import NormLike
 from hilbertgeom.equalize import EqualizationRun
 from hilbertgeom.tension import TensionBounds, TensionResult
-from hilbertgeom.updates import UpdateReport
+from hilbertgeom.tension.bounds import _projected_rownorm, _tension_bounds
+from hilbertgeom.updates import UpdateReport, _update_report
 
 from . import _backend as _b
 from . import _kernels as _k
@@ -365,9 +365,11 @@ def _gradient_input(G, center, fn):
 
 
 def _gradient(G, center, fn):
-    """``P G`` in float64 after the zero-sum rule, and its namespace."""
-    X, xp = _gradient_input(G, center, fn)
-    return _k.zero_sum(X, xp, center)[0], xp
+    """``(G, P G, xp)``: the validated gradient, ``P G`` in float64 after the core's
+    zero-sum rule (read in row chunks within the tile budget), and the namespace."""
+    G0, xp = _gradient_input(G, center, fn)
+    m = _v.zero_sum_mean(G0, xp, center, _k._row_chunk(*G0.shape))
+    return G0, xp.astype(G0, xp.float64) - xp.reshape(m, (1, -1)), xp
 
 
 @_scoped
@@ -377,8 +379,10 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
 
     ``G`` is read in row chunks, in its own precision (float32 stays float32
     in memory); beyond ``G`` and the result, memory is a few chunks within the
-    tile budget.  Agrees with :func:`hilbertgeom.projected_rownorm` up to the
-    summation order of the means (a few ulps).
+    tile budget.  The core's kernel (:func:`hilbertgeom.projected_rownorm`:
+    the same zero-sum and zero-row rules), so it agrees with the core up to
+    the summation order of the means (a few ulps; bit for bit in one chunk
+    of a NumPy-backed namespace).
 
     Parameters
     ----------
@@ -407,18 +411,20 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
     X, xp = _gradient_input(G, center, "projected_rownorm")
     e = _v.scalar(eta, "eta", minimum=0.0)
     ep = _v.scalar(eps, "eps", minimum=0.0)
-    return _k.projected_rownorm(X, xp, center, e, ep, bool(return_decrease))
+    # the core's kernel, G read in row chunks within the tile budget
+    return _projected_rownorm(X, xp, center, e, ep, bool(return_decrease), rows=_k._row_chunk(*X.shape))
 
 
 @_scoped
 def tension_bounds(G: Any, /, *, center: bool = False, tile: int = 2048) -> TensionBounds:
     r"""Certified ``lower <= T(G) <= upper`` on the device (I11, I17).
 
-    The lower bound is the RowNorm potential with its exact diameter; the upper
-    the smaller of Jung's bound (rank from the singular values of the R factor
-    of a QR of ``G``) and the balanced-flow cost summed in ``tile x tile``
-    blocks.  Values agree with :func:`hilbertgeom.tension_bounds` up to the
-    summation order.
+    The core's kernel (:func:`hilbertgeom.tension_bounds`) with the device's
+    pair search: the lower bound is the RowNorm potential with its exact
+    diameter; the upper the smaller of Jung's bound (rank from the
+    eigenvalues of the ``d x d`` Gram matrix) and the balanced-flow cost
+    summed in ``tile x tile`` blocks, exactly equal rows merged.  Values agree
+    with the core up to the summation order.
 
     Parameters
     ----------
@@ -436,9 +442,9 @@ def tension_bounds(G: Any, /, *, center: bool = False, tile: int = 2048) -> Tens
     TensionBounds
         Python floats, with the sources of the two bounds.
     """
-    X, xp = _gradient(G, center, "tension_bounds")
+    G0, X, xp = _gradient(G, center, "tension_bounds")
     t = _v.integer(tile, "tile", minimum=1)
-    return _k.tension_bounds(X, xp, t)
+    return _tension_bounds(G0, X, center, t, xp, search=_search(xp))  # the core's kernel
 
 
 # --------------------------------------------------------------------------- updates
@@ -476,36 +482,21 @@ def evaluate_update(G: Any, S: Any, /, *, tension: TensionResult | None = None,
     -------
     UpdateReport
     """
-    X, xp = _gradient(G, center, "evaluate_update")
+    G0, X, xp = _gradient(G, center, "evaluate_update")
     U, xq = _b.device_matrix(S, "S", "evaluate_update")
     if xq is not xp:
         raise ValueError("G and S must come from one array library")
     _b.same_device({"G": X, "S": U}, xp)
     if tuple(U.shape) != tuple(X.shape):
         raise ValueError(f"S must have the shape of G {tuple(X.shape)}; got {tuple(U.shape)}")
-    U = xp.astype(U, xp.float64)
-    D = _k.extreme(U, xp, 2.0, "max", None).distance
-    dec = -float(xp.sum(X * U))
-    if tension is None:
-        b = _k.tension_bounds(X, xp, 2048)
-        T, Tu, Tl = b.upper, b.upper, b.lower
+    if tension is None:  # T(G) bracketed on the device; the ratio is the bracket's lower end
+        b = _tension_bounds(G0, X, center, 2048, xp, search=_search(xp))
+        T, Tl, Tu = b.upper, b.lower, b.upper
     elif isinstance(tension, TensionResult):
-        T, Tu, Tl = tension.value, tension.flow.cost, tension.value
+        T, Tl, Tu = tension.value, tension.value, tension.flow.cost
     else:
         raise TypeError("tension must be a TensionResult from hilbertgeom.min_tension(G) or None")
-    if D > 0 and T > 0:
-        ratio = dec / (D * T)
-        bounds = (dec / (D * Tu), dec / (D * Tl) if Tl > 0 else math.inf)
-        if tension is None:
-            ratio = bounds[0]
-    else:
-        ratio = 0.0 if dec == 0 else math.copysign(math.inf, dec)
-        bounds = (ratio, ratio)
-    lo = _k.extreme(U, xp, 2.0, "min", None).distance
-    colsum = float(xp.max(xp.abs(xp.sum(U, axis=0)))) / max(1.0, float(xp.sum(xp.abs(U))))
-    return UpdateReport(diameter=D, decrease=dec, decrease_ratio=ratio, decrease_ratio_bounds=bounds,
-                        column_sum=colsum, min_separation=lo, max_separation=D,
-                        separation_ratio=(lo / D) if D > 0 else 1.0, tension=T)
+    return _update_report(X, U, T, Tl, Tu, search=_search(xp))  # the core's formula
 
 
 # --------------------------------------------------------------------------- equalizer
@@ -533,7 +524,7 @@ def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int
     """
     from hilbertgeom.equalize import equalize_rows as core
 
-    X, ns = _gradient(G, False, "equalize_rows")
+    _, X, ns = _gradient(G, False, "equalize_rows")
     if xp is not None and xp is not ns:
         raise ValueError(f"xp must be the namespace of G ({ns.__name__}) or None")
     return core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns, patience=patience)

@@ -8,6 +8,7 @@ traceback knows what to change.
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -121,25 +122,45 @@ def vector(x, name: str, *, length: int | None = None) -> np.ndarray:
 ZERO_SUM_RTOL = 1e-6  # |1^T G|_k <= 1e-6 sum_i |G_ik| counts as zero-sum (then projected)
 
 
+def zero_sum_mean(G, xp, center: bool, rows: int | None = None):
+    """Column means of ``G`` in float64 after the zero-sum rule: ``1^T G = 0`` to
+    ``1e-6`` of each column's absolute sum (plus ``V`` times the smallest
+    subnormal), else ``ValueError`` -- unless ``center``.
+
+    ``G`` is a finite ``(V, d)`` array of any array namespace ``xp`` (float32
+    or float64), read ``rows`` rows at a time (all at once by default; the
+    device passes chunks within its tile budget), so no ``V x d`` float64 copy
+    is made.  The one zero-sum rule of the library (:func:`zero_sum_matrix`,
+    :mod:`hilbertgeom.gpu`).
+    """
+    V = G.shape[0]
+    rows = V if rows is None else max(1, int(rows))
+    col: Any = None  # (one chunk: the plain column sums, bit for bit)
+    scale: Any = None
+    for a in range(0, V, rows):
+        C = xp.astype(G[a : min(a + rows, V), :], xp.float64, copy=False)
+        s = xp.sum(C, axis=0)
+        col = s if col is None else col + s
+        if not center:
+            s = xp.sum(xp.abs(C), axis=0)
+            scale = s if scale is None else scale + s
+    # 1e-6 of the column's absolute sum: rounding in how G was computed (p_c - 1 for a
+    # confident prediction, a centring) is far below it; a real non-zero-sum input is not
+    if not center and float(xp.max(xp.abs(col) - ZERO_SUM_RTOL * scale - V * 2.0**-1074)) > 0:
+        k = int(xp.argmax(xp.abs(col)))
+        raise not_zero_sum(float(col[k]), k)
+    return col / V
+
+
 def zero_sum_matrix(G, center: bool):
     """Validate ``1^T G = 0`` (to ``1e-6`` of each column's absolute sum) or project.
 
     An accepted ``G`` is still projected with ``P``: that changes it by rounding
     only, makes the balance equations exactly solvable, and leaves
-    ``<G, Phi>`` unchanged for every centred ``Phi``.
+    ``<G, Phi>`` unchanged for every centred ``Phi``.  Returns ``(P G, center)``.
     """
     X = matrix(G, "G", min_rows=2)
-    col = X.sum(axis=0)
-    scale = np.abs(X).sum(axis=0)
-    # 1e-6 of the column's absolute sum: rounding in how G was computed (p_c - 1 for a
-    # confident prediction, a centring) is far below it; a real non-zero-sum input is not
-    worst = float(np.max(np.abs(col) - ZERO_SUM_RTOL * scale - X.shape[0] * 2.0**-1074))
-    if center:
-        return X - X.mean(axis=0), True
-    if worst > 0:
-        k = int(np.argmax(np.abs(col)))
-        raise not_zero_sum(float(col[k]), k)
-    return X - X.mean(axis=0), False
+    return X - zero_sum_mean(X, np, center), center
 
 
 def not_zero_sum(col_sum: float, k: int) -> ValueError:

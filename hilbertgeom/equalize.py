@@ -1125,7 +1125,7 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
     (True, True, 'iterations')
     """
     from ._pairs import extreme_pair_l2
-    from .tension import projected_rownorm
+    from .tension.bounds import _projected_rownorm
 
     if xp is not None:
         xp = _namespace(xp)
@@ -1148,12 +1148,7 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
     tile = _v.integer(tile, "tile", minimum=1)
     patience = _v.integer(patience, "patience", minimum=1)
     em, ek = math.frexp(eta)  # run at diameter em in [0.5, 1), scale by 2^ek at the end
-    if xp is np:
-        S = projected_rownorm(X, eta=em)
-    else:  # the same formula in the array namespace
-        n = xp.sqrt(xp.sum(X * X, axis=1))
-        N = X / xp.reshape(xp.where(n > 0, n, xp.ones_like(n)), (-1, 1))
-        S = -(em / 2.0) * (N - xp.mean(N, axis=0))
+    S = _projected_rownorm(X, xp, False, em, 0.0, False)  # projected_rownorm's kernel, in any namespace
     dec0 = -float(xp.sum(X * S))
 
     def ratio(T):

@@ -24,13 +24,15 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import array_api_compat
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _fp
 from . import _validate as _v
 from .equalize import regular_simplex
 from .exceptions import SolverError
-from .rows import closest_pair, row_diameter
+from .rows import Search, _extreme_pair
 from .tension import (
     TensionResult,
     min_tension,
@@ -277,32 +279,47 @@ def evaluate_update(G: ArrayLike, S: ArrayLike, /, *, tension: TensionResult | N
         tension = min_tension(X)
     elif not isinstance(tension, TensionResult):
         raise TypeError("tension must be a TensionResult from min_tension(G)")
+    return _update_report(X, U, tension.value, tension.value, tension.flow.cost)
+
+
+def _update_report(X, U, t_value: float, t_lower: float, t_upper: float,
+                   search: Search | None = None) -> UpdateReport:
+    """The measurements of :func:`evaluate_update`, for ``X = P G`` (float64) and the
+    update ``U`` (validated, the shape of ``X``) of any one array namespace, given
+    ``T(G)`` as ``t_value`` (the ratio's) and a bracket ``t_lower <= T <= t_upper``.
+
+    The one formula of the core (``t_value = t_lower`` = a certified solve) and
+    of :mod:`hilbertgeom.gpu` (its device bracket of :func:`tension_bounds`,
+    ``t_value = t_upper``, and its tile-budgeted pair ``search``).
+    """
+    xp = array_api_compat.array_namespace(X, U)
+    U = xp.astype(U, xp.float64, copy=False)
     # exact power-of-two rescales (G to max |g| in [1/2, 1), S likewise), so that neither
     # overflow nor underflow decides a number
-    eG = _pow2(float(np.abs(X).max()))
-    Xs = np.ldexp(X, -eG)
-    eU = _pow2(float(np.abs(U).max()))
-    Us = np.ldexp(U, -eU)
-    D_s = row_diameter(Us)
-    lo_s = closest_pair(Us).distance
+    eG = _pow2(_fp.max_abs(X, xp))
+    Xs = _fp.mul_pow2(X, -eG)
+    eU = _pow2(_fp.max_abs(U, xp))
+    Us = _fp.mul_pow2(U, -eU)
+    D_s = _extreme_pair(Us, 2.0, "max", None, search=search).distance
+    lo_s = _extreme_pair(Us, 2.0, "min", None, search=search).distance
     # the ratio on the centred S, rescaled again: D(Uc) >= max_i ||uc_i|| >= 1/2 unless Uc = 0
-    Uc = Us - Us.mean(axis=0)
-    eC = _pow2(float(np.abs(Uc).max()))
-    Uc = np.ldexp(Uc, -eC)
-    Dc = row_diameter(Uc)
-    dec_c = -float(np.sum(Xs * Uc))
-    Ts, Tus = math.ldexp(tension.value, -eG), math.ldexp(tension.flow.cost, -eG)
+    Uc = Us - xp.mean(Us, axis=0)
+    eC = _pow2(_fp.max_abs(Uc, xp))
+    Uc = _fp.mul_pow2(Uc, -eC)
+    Dc = _extreme_pair(Uc, 2.0, "max", None, search=search).distance
+    dec_c = -float(xp.sum(Xs * Uc))
+    Ts, Tlo, Thi = (_ldexp(t, -eG) for t in (t_value, t_lower, t_upper))
     if Dc > 0 and Ts > 0:
         ratio = dec_c / (Dc * Ts)
-        bounds = (dec_c / (Dc * Tus), ratio)
+        bounds = (dec_c / (Dc * Thi), dec_c / (Dc * Tlo) if Tlo > 0 else math.inf)
     else:  # G = 0, or S is a common row shift: no decrease, no change of the softmax
         ratio, bounds = 0.0, (0.0, 0.0)
     D = _ldexp(D_s, eU)
     dec = _ldexp(dec_c, eG + eU + eC)
-    colsum = float(np.abs(Us.sum(axis=0)).max()) / max(_ldexp(1.0, -eU), float(np.abs(Us).sum()))
+    colsum = float(xp.max(xp.abs(xp.sum(Us, axis=0)))) / max(_ldexp(1.0, -eU), float(xp.sum(xp.abs(Us))))
     return UpdateReport(diameter=D, decrease=dec, decrease_ratio=ratio, decrease_ratio_bounds=bounds,
                         column_sum=colsum, min_separation=_ldexp(lo_s, eU), max_separation=D,
-                        separation_ratio=(lo_s / D_s) if D_s > 0 else 1.0, tension=tension.value)
+                        separation_ratio=(lo_s / D_s) if D_s > 0 else 1.0, tension=t_value)
 
 
 def _exact_rule(G, *, tension=None):

@@ -404,6 +404,37 @@ def test_center_rows_and_rownorm_equal_the_core(xp, rng):
 
 
 @pytest.mark.parametrize("xp", NAMESPACES)
+@pytest.mark.parametrize("center", [False, True])
+def test_one_kernel_for_rownorm_bounds_and_update_report(xp, center, rng):
+    """projected_rownorm, tension_bounds and evaluate_update run the core's array-API
+    kernels (tension.bounds._projected_rownorm / _tension_bounds, updates._update_report,
+    _validate.zero_sum_mean): on a NumPy-backed namespace, in one row chunk, the
+    numbers are the core's bit for bit -- the zero-row rule and the rounding
+    constants included (rows that are zero, or zero up to the centring's rounding)."""
+    H = rng.standard_normal((40, 3)) @ rng.standard_normal((3, 6)) * 1e3  # rank 3: Jung is the upper bound
+    G = np.vstack([H - H.mean(axis=0), np.zeros((2, 6))])  # two exactly zero rows
+    if center:
+        G += 7.0  # projected by P on both sides: the last rows are then zero up to rounding
+    with accept_host_arrays():
+        A = xp.asarray(G)
+        Sg, dg = hgg.projected_rownorm(A, eta=0.7, center=center, return_decrease=True)
+        Sc, dc = hg.projected_rownorm(G, eta=0.7, center=center, return_decrease=True)
+        np.testing.assert_array_equal(_np(Sg), Sc)
+        assert dg == dc
+        bg, bc = hgg.tension_bounds(A, center=center), hg.tension_bounds(G, center=center)
+        assert bc.upper_source.startswith("Jung") and (bg.lower, bg.upper, bg.upper_source) == (
+            bc.lower, bc.upper, bc.upper_source)
+        t = hg.min_tension(G, center=center)
+        rg = hgg.evaluate_update(A, xp.asarray(Sc), tension=t, center=center)
+        assert rg == hg.evaluate_update(G, Sc, tension=t, center=center)
+        cheap = hgg.evaluate_update(A, xp.asarray(Sc), center=center)  # the device bracket, same formula
+        Xc = G - G.mean(axis=0)
+        want = hg.updates._update_report(Xc, Sc, bc.upper, bc.lower, bc.upper)
+        assert cheap == want and cheap.tension == bc.upper
+        assert cheap.decrease_ratio == cheap.decrease_ratio_bounds[0]
+
+
+@pytest.mark.parametrize("xp", NAMESPACES)
 def test_tension_bounds_and_evaluate_update_equal_the_core(xp, rng):
     G = rng.standard_normal((30, 4)) @ rng.standard_normal((4, 6))  # rank 4
     G -= G.mean(axis=0)

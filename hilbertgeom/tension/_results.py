@@ -170,10 +170,13 @@ def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, itera
 
 
 
-def _rownorms(X):
-    m = np.abs(X).max(axis=1)
-    ms = np.where(m > 0, m, 1.0)
-    return m * np.linalg.norm(X / ms[:, None], axis=1)
+def _rownorms(X, xp=np):
+    """Euclidean row norms, each row divided by its largest entry first (no under- or
+    overflow of the squares); any array namespace ``xp`` (also :mod:`hilbertgeom.gpu`)."""
+    m = xp.max(xp.abs(X), axis=1)
+    ms = xp.where(m > 0, m, xp.ones_like(m))
+    Y = X / xp.reshape(ms, (-1, 1))
+    return m * xp.sqrt(xp.sum(Y * Y, axis=1))
 
 
 

@@ -10,8 +10,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _validate as _v
+from .._fp import ldexp_inf, max_abs, mul_pow2
 from ..ball import jung_radius
-from ..rows import row_diameter
+from ..rows import Search, _extreme_pair
 from ._results import _U64, TensionBounds, _balanced_flow_cost, _rownorms
 
 __all__ = ["projected_rownorm", "rownorm", "tension_bounds"]
@@ -47,10 +48,10 @@ def rownorm(G: ArrayLike, /, *, eps: float = 0.0) -> np.ndarray:
     return _normalize(X, n, n > e)
 
 
-def _normalize(X, n, nz):
-    out = np.zeros_like(X)
-    out[nz] = X[nz] / n[nz, None]
-    return out
+def _normalize(X, n, nz, xp=np):
+    """``x_i / n_i`` for the rows where ``nz``, 0 elsewhere (any array namespace)."""
+    N = X / xp.reshape(xp.where(nz, n, xp.ones_like(n)), (-1, 1))
+    return xp.where(xp.reshape(nz, (-1, 1)), N, xp.zeros_like(N))
 
 
 def centring_noise(G0: np.ndarray) -> float:
@@ -72,17 +73,68 @@ def centring_noise(G0: np.ndarray) -> float:
     float
         ``4 u ||sum_i |g_i| ||_2`` with ``u = 2^-53``.
     """
-    return 4.0 * _U64 * float(np.linalg.norm(np.abs(G0).sum(axis=0)))
+    return _centring_noise(G0, np)
 
 
-def _nonzero_rows(G0: np.ndarray, X: np.ndarray, n: np.ndarray, eps: float, centered: bool) -> np.ndarray:
-    """Rows of the centred ``X`` (row norms ``n``) that count as non-zero: above ``eps``
-    and above the centring noise; without ``center``, rows that are exactly zero in
-    the input ``G0`` stay zero whatever the centring left in them."""
-    nz = (n > eps) & (n > centring_noise(G0))
+def _centring_noise(G0, xp, rows: int | None = None) -> float:
+    """:func:`centring_noise` for ``G0`` of any array namespace, read ``rows`` rows at a
+    time (the norm of the column sums is taken scaled: no overflow)."""
+    V = G0.shape[0]
+    rows = V if rows is None else max(1, int(rows))
+    absum = None
+    for a in range(0, V, rows):
+        s = xp.sum(xp.abs(xp.astype(G0[a : min(a + rows, V), :], xp.float64, copy=False)), axis=0)
+        absum = s if absum is None else absum + s
+    return 4.0 * _U64 * float(_rownorms(xp.reshape(absum, (1, -1)), xp)[0])
+
+
+def _nonzero_rows(G0, n, cut: float, centered: bool, xp=np):
+    """Rows of the centred gradient (row norms ``n``; ``G0`` the same rows as given)
+    that count as non-zero: norm above ``cut`` (``max(eps, centring noise)``);
+    without ``center``, rows that are exactly zero in ``G0`` stay zero whatever
+    the centring left in them.  The zero-row rule of the core and the device."""
+    nz = n > cut
     if not centered:
-        nz &= np.any(G0 != 0, axis=1)
+        nz = xp.logical_and(nz, xp.any(G0 != 0, axis=1))
     return nz
+
+
+def _projected_rownorm(G0, xp, center: bool, eta: float, eps: float, return_decrease: bool,
+                       rows: int | None = None):
+    """``-(eta/2) P RN(P G)`` for a validated ``G0`` of any array namespace: the one
+    kernel of :func:`projected_rownorm` and of :mod:`hilbertgeom.gpu`, which passes
+    ``rows`` (chunks within its tile budget: memory is then ``G0``, the float64
+    result and a few ``rows x d`` temporaries; ``G0`` is read in its own precision).
+    With one chunk (the default) ``P RN(P G)`` is kept, not recomputed."""
+    V, d = G0.shape
+    rows = V if rows is None else max(1, int(rows))
+    m = xp.reshape(_v.zero_sum_mean(G0, xp, center, rows), (1, d))
+    cut = max(eps, _centring_noise(G0, xp, rows))
+
+    def normalized(a: int, b: int):
+        raw = G0[a:b, :]
+        X = xp.astype(raw, xp.float64, copy=False) - m
+        n = _rownorms(X, xp)
+        nz = _nonzero_rows(raw, n, cut, center, xp)
+        return _normalize(X, n, nz, xp), xp.where(nz, n, xp.zeros_like(n))
+
+    sumN, dec, kept = None, 0.0, None
+    for a in range(0, V, rows):
+        N, n = normalized(a, min(a + rows, V))
+        s = xp.sum(N, axis=0)
+        sumN = s if sumN is None else sumN + s
+        dec += float(xp.sum(n))
+        if rows >= V:
+            kept = N
+    mN = xp.reshape(sumN / V, (1, d))
+    if kept is not None:
+        S = -(eta / 2.0) * (kept - mN) + 0.0  # + 0.0 folds -0.0 into 0.0
+    else:
+        S = xp.empty((V, d), dtype=xp.float64)
+        for a in range(0, V, rows):
+            b = min(a + rows, V)
+            S[a:b, :] = -(eta / 2.0) * (normalized(a, b)[0] - mN) + 0.0
+    return (S, eta / 2.0 * dec) if return_decrease else S
 
 
 
@@ -136,16 +188,9 @@ def projected_rownorm(G: ArrayLike, /, *, eta: float = 1.0, eps: float = 0.0, ce
            [ 1.,  0.]])
     """
     G0 = _v.matrix(G, "G", min_rows=2)
-    X, centered = _v.zero_sum_matrix(G0, center)
     e = _v.scalar(eta, "eta", minimum=0.0)
     eps = _v.scalar(eps, "eps", minimum=0.0)
-    n = _rownorms(X)
-    nz = _nonzero_rows(G0, X, n, eps, centered)
-    N = _normalize(X, n, nz)
-    S = -(e / 2.0) * (N - N.mean(axis=0)) + 0.0  # + 0.0 folds -0.0 into 0.0
-    if return_decrease:
-        return S, e / 2.0 * float(n[nz].sum())
-    return S
+    return _projected_rownorm(G0, np, bool(center), e, eps, bool(return_decrease))
 
 
 def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -> TensionBounds:
@@ -182,38 +227,46 @@ def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -
     G0 = _v.matrix(G, "G", min_rows=2)
     X, centered = _v.zero_sum_matrix(G0, center)
     tile = _v.integer(tile, "tile", minimum=1)
+    return _tension_bounds(G0, X, centered, tile, np)
+
+
+def _tension_bounds(G0, X, centered: bool, tile: int, xp, search: Search | None = None) -> TensionBounds:
+    """The kernel of :func:`tension_bounds` for ``X = P G0`` (float64) of any array
+    namespace: the one formula of the core and of :mod:`hilbertgeom.gpu`, which
+    passes its tile-budgeted pair ``search`` for the diameter of the potential."""
     V, d = X.shape
-    n = _rownorms(X)
-    total = float(n.sum())
+    n = _rownorms(X, xp)
+    total = float(xp.sum(n))
     if total == 0.0:
         return TensionBounds(0.0, 0.0, "G = 0", "G = 0")
-    N = _normalize(X, n, _nonzero_rows(G0, X, n, 0.0, centered))
-    Pn = N - N.mean(axis=0)
-    Dn = row_diameter(Pn)
+    N = _normalize(X, n, _nonzero_rows(G0, n, _centring_noise(G0, xp), centered, xp), xp)
+    Pn = N - xp.mean(N, axis=0)
+    Dn = _extreme_pair(Pn, 2.0, "max", None, search=search).distance
     # everything below at unit size: an exact power of two, unless entries fall below
     # the normal range, which moves each entry by at most 2^-1074 (accounted for)
-    e2 = math.frexp(float(np.abs(X).max()))[1]
-    Xs = np.ldexp(X, -e2)
-    exact = bool(np.array_equal(np.ldexp(Xs, e2), X))
+    e2 = math.frexp(max_abs(X, xp))[1]
+    Xs = mul_pow2(X, -e2)
+    exact = bool(xp.all(mul_pow2(Xs, e2) == X))
     slack = 0.0 if exact else _TINY_SUB * (V * d + V * V * math.sqrt(d))
-    f = math.ldexp(1.0, e2)
     # Dn == 0 only when all rows of G are equal, i.e. G = 0 up to rounding: T = 0 then
-    lower = max((float(np.sum(Xs * Pn)) * (1.0 - 4.0 * (V * d + 2) * _U64) - slack) / Dn, 0.0) * f if Dn > 0 else 0.0
+    lower = 0.0
+    if Dn > 0:
+        lower = ldexp_inf(max((float(xp.sum(Xs * Pn)) * (1.0 - 4.0 * (V * d + 2) * _U64) - slack) / Dn, 0.0), e2)
     # Jung on the numerical row space (dimension k) plus Jung in full dimension on
     # what the truncation leaves out: <G, Phi> = <G W W^T, Phi> + <G (I - W W^T), Phi>
     # The bound holds for any orthonormal W; W only decides how tight it is.  The
     # eigenvectors of the d x d Gram matrix (one GEMM, no V x d factorisation)
     # resolve singular values down to about sqrt(d u) s_max; smaller ones go to E.
-    lam, Q = np.linalg.eigh(Xs.T @ Xs)
-    lam, Q = lam[::-1], Q[:, ::-1]
-    k = max(1, int(np.sum(lam > lam[0] * 4.0 * (d + 2) * _U64)))
+    lam, Q = xp.linalg.eigh(xp.matrix_transpose(Xs) @ Xs)
+    lam, Q = xp.flip(lam), xp.flip(Q, axis=1)  # descending
+    k = max(1, int(xp.sum(xp.astype(lam > float(lam[0]) * 4.0 * (d + 2) * _U64, xp.int64))))
     W = Q[:, :k]
     C = Xs @ W
-    E = Xs - C @ W.T
+    E = Xs - C @ xp.matrix_transpose(W)
     kfull = min(V - 1, d)
-    jung = (jung_radius(k) * float(_rownorms(C).sum()) + jung_radius(kfull) * float(_rownorms(E).sum()))
-    jung = (jung * (1.0 + 8.0 * (V + d) * _U64) + slack) * f
-    bal = (_balanced_flow_cost(Xs, tile) + slack) * f
+    jung = jung_radius(k) * float(xp.sum(_rownorms(C, xp))) + jung_radius(kfull) * float(xp.sum(_rownorms(E, xp)))
+    jung = ldexp_inf(jung * (1.0 + 8.0 * (V + d) * _U64) + slack, e2)
+    bal = ldexp_inf(_balanced_flow_cost(Xs, tile, xp) + slack, e2)
     if not (math.isfinite(jung) or math.isfinite(bal)):
         raise ValueError("tension_bounds: T(G) exceeds the float64 range; scale G down")
     if jung <= bal:
