@@ -22,7 +22,7 @@ import math
 
 from hilbertgeom import _validate as _v
 from hilbertgeom._pairs import Pair, brute_pair, extreme_pair_l2, linf_diameter, on_distinct_rows
-from hilbertgeom.metric import _hilbert
+from hilbertgeom.metric import _hilbert, _softmax_variation, _variation
 
 from . import _backend as _b
 
@@ -71,15 +71,17 @@ def variation_norm(x, xp, axis):
     ax = _v.axis_index(axis, x.ndim)
     if x.shape[ax] == 0:
         raise ValueError("x must have at least one coordinate along axis")
-    # max and min are entries of x: promoting them afterwards equals the core's float64 subtraction
-    top = xp.astype(xp.max(x, axis=ax), xp.float64)
-    bot = xp.astype(xp.min(x, axis=ax), xp.float64)
-    return scalar_or_array(top - bot, xp)
+    return scalar_or_array(_variation(x, ax, xp), xp)  # the core's kernel
 
 
 def softmax_hilbert_distance(z, z2, xp, axis):
     a, b = _broadcast(xp.astype(z, xp.float64), xp.astype(z2, xp.float64), xp, "z,z2")
-    return variation_norm(a - b, xp, axis)
+    if a.ndim == 0:
+        raise ValueError("z and z2 must have at least one dimension (the coordinates)")
+    ax = _v.axis_index(axis, a.ndim)
+    if a.shape[ax] == 0:
+        raise ValueError("z and z2 must have at least one coordinate along axis")
+    return scalar_or_array(_softmax_variation(a, b, ax, xp), xp)  # the core's kernel (halves on overflow)
 
 
 # --------------------------------------------------------------------------- rows (I6)

@@ -213,14 +213,22 @@ def variation_norm(x: ArrayLike, /, *, axis: int = -1) -> float | np.ndarray:
     ax = _v.axis_index(axis, a.ndim)
     if a.shape[ax] == 0:
         raise ValueError("x must have at least one coordinate along axis")
+    return _out(_variation(a, ax, np))
+
+
+def _variation(a, ax: int, xp):
+    """``max - min`` along ``ax`` in float64, for a validated array of any namespace (the
+    kernel of :func:`variation_norm`, also run by :mod:`hilbertgeom.gpu`); a ValueError
+    where it exceeds float64.  Max and min are entries of ``a``: promoting them to
+    float64 afterwards is exact."""
     with np.errstate(over="ignore"):
-        v = np.max(a, axis=ax) - np.min(a, axis=ax)
-    return _out(_finite(v, "x", "var(x) = max x - min x"))
+        v = xp.astype(xp.max(a, axis=ax), xp.float64) - xp.astype(xp.min(a, axis=ax), xp.float64)
+    return _finite(v, "x", "var(x) = max x - min x", xp)
 
 
-def _finite(v, name: str, what: str):
+def _finite(v, name: str, what: str, xp=np):
     """``v`` if every entry is finite, else the ValueError for an answer beyond float64."""
-    if not np.isfinite(v).all():
+    if not bool(xp.all(xp.isfinite(v))):
         raise ValueError(f"{what} exceeds the float64 range (> {np.finfo(np.float64).max:.4g}) "
                          f"for this {name}: rescale {name}")
     return v
@@ -257,14 +265,20 @@ def softmax_hilbert_distance(z: ArrayLike, z2: ArrayLike, /, *, axis: int = -1) 
     ax = _v.axis_index(axis, a.ndim)
     if a.shape[ax] == 0:
         raise ValueError("z and z2 must have at least one coordinate along axis")
+    return _out(_softmax_variation(a, b, ax, np))
+
+
+def _softmax_variation(a, b, ax: int, xp):
+    """``var(a - b)`` along ``ax`` for broadcast float64 arrays of any namespace (the kernel
+    of :func:`softmax_hilbert_distance`, also run by :mod:`hilbertgeom.gpu`)."""
     with np.errstate(over="ignore", invalid="ignore"):
         d = a - b
-        v = np.max(d, axis=ax) - np.min(d, axis=ax)
-        bad = ~np.isfinite(v)
-        if bad.any():  # z - z2 or its range overflowed: the same in halves (exact), doubled
+        v = xp.max(d, axis=ax) - xp.min(d, axis=ax)
+        bad = xp.logical_not(xp.isfinite(v))
+        if bool(xp.any(bad)):  # z - z2 or its range overflowed: the same in halves (exact), doubled
             h = 0.5 * a - 0.5 * b
-            v = np.where(bad, 2.0 * (np.max(h, axis=ax) - np.min(h, axis=ax)), v)
-    return _out(_finite(v, "z and z2", "var(z - z2)"))
+            v = xp.where(bad, 2.0 * (xp.max(h, axis=ax) - xp.min(h, axis=ax)), v)
+    return _finite(v, "z and z2", "var(z - z2)", xp)
 
 
 def _normalized(a: np.ndarray, name: str, ax: int) -> np.ndarray:

@@ -367,6 +367,18 @@ def test_metric_kernels_equal_the_core(xp, rng):
                                       hg.softmax_hilbert_distance(Z, Z2))
         np.testing.assert_array_equal(_np(hgg.variation_norm(xp.asarray(Z), axis=0)), hg.variation_norm(Z, axis=0))
         assert isinstance(hgg.variation_norm(xp.asarray([3.0, -1.0, 2.0])), float)
+        # the core's kernels (metric._variation, _softmax_variation) at the top of the range:
+        # z - z2 overflows and is taken in halves; a range beyond float64 is the same ValueError
+        z = np.array([[1.7e308, 1.6e308, 1.5e308], [1.0, 2.0, 3.0]])
+        np.testing.assert_array_equal(_np(hgg.softmax_hilbert_distance(xp.asarray(z), xp.asarray(-z))),
+                                      hg.softmax_hilbert_distance(z, -z))
+        big = np.array([1.7e308, -1.7e308])
+        for name, args in (("variation_norm", (big,)), ("softmax_hilbert_distance", (big, -big))):
+            with pytest.raises(ValueError) as want:
+                getattr(hg, name)(*args)
+            with pytest.raises(ValueError) as got:
+                getattr(hgg, name)(*(xp.asarray(a) for a in args))
+            assert str(got.value) == str(want.value)
 
 
 @pytest.mark.parametrize("xp", NAMESPACES)
