@@ -85,7 +85,8 @@ def test_synthetic_gradient_is_the_cross_entropy_gradient_of_its_hidden_states()
     tail = np.setdiff1d(np.arange(400), g.targets)[:20]
     for i in tail:
         _, res = nnls(H.T, g.G[i] * 40.0)
-        assert res <= 1e-9 * np.linalg.norm(g.G[i] * 40.0), (i, res)
+        # a point of the cone, reproduced by a 40-column least-squares solve to a few hundred ulps
+        assert res <= tolerance("exact").rtol * np.linalg.norm(g.G[i] * 40.0), (i, res)
     # a target row needs a negative weight: NNLS cannot reach it
     c = int(np.bincount(g.targets).argmax())
     _, res = nnls(H.T, g.G[c] * 40.0)
@@ -474,7 +475,12 @@ def test_real_gradient_small_slice(tmp_path, minilm_tensors):
     G_ref, loss_ref, Z = dense_gradient(H, E, g.targets)
     idx = g.meta["row_ids"]
     norms = np.linalg.norm(G_ref, axis=1)
-    assert np.sort(norms[idx]).min() >= np.sort(norms)[-256] * (1 - 1e-9)
+    # the library ranks rows by its own G: each probability carries its logit's d-term rounding
+    # through exp (relative kernel(d) (1 + |Z|)), each entry is a B-term sum; twice (the row it kept,
+    # the 256th of the reference)
+    B = g.batch
+    rel = 2 * (tolerance("kernel", d=d).rtol * (1.0 + float(np.abs(Z).max())) + tolerance("kernel", d=B).rtol)
+    assert np.sort(norms[idx]).min() >= np.sort(norms)[-256] * (1 - rel)
     ref = G_ref[idx] - G_ref[idx].mean(axis=0)
     assert_close_gradient(g.G, ref, Z, d)
     assert abs(g.loss - loss_ref) <= tolerance("kernel", d=d + V).bound(1 + np.abs(Z).max())
