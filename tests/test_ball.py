@@ -91,10 +91,10 @@ def test_against_subset_enumeration(X):
 def test_jung_sharp_on_regular_simplex(k):
     P = np.eye(k + 1)  # regular k-simplex, edge sqrt(2)
     D = hg.row_diameter(P)
-    assert D == pytest.approx(math.sqrt(2), rel=EXACT.rtol)
+    assert D == pytest.approx(math.sqrt(2), rel=EXACT.rtol, abs=0)
     r, c = hg.covering_radius(P)
     assert abs(r - hg.jung_radius(k) * D) <= EXACT.bound(D)
-    np.testing.assert_allclose(c, np.full(k + 1, 1 / (k + 1)), atol=EXACT.bound(1.0))
+    np.testing.assert_allclose(c, np.full(k + 1, 1 / (k + 1)), rtol=0, atol=EXACT.bound(1.0))
 
 
 @given(hnp.arrays(np.float64, st.tuples(st.integers(2, 12), st.integers(1, 4)), elements=st.floats(-10, 10)))
@@ -138,7 +138,7 @@ def test_single_point_and_duplicates():
 def test_jung_radius_values_and_errors():
     assert hg.jung_radius(0) == 0.0
     assert hg.jung_radius(1) == 0.5
-    assert hg.jung_radius(3) == pytest.approx(math.sqrt(3 / 8), rel=EXACT.rtol)
+    assert hg.jung_radius(3) == pytest.approx(math.sqrt(3 / 8), rel=EXACT.rtol, abs=0)
     with pytest.raises(ValueError, match="k must be >= 0"):
         hg.jung_radius(-1)
     with pytest.raises(TypeError, match="k must be an integer"):
