@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _validate as _v
-from .._pairs import pairs_beyond
+from .._pairs import equal_row_classes, pairs_beyond
 from ..exceptions import SolverError
 from ..rows import row_diameter
 from ._results import (
@@ -387,8 +387,8 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     deadline = t0 + time_limit if time_limit is not None else math.inf
     # merge exactly equal rows (classes of the original rows)
     Xm = Xs if X is None else X  # equal rows of the problem as given (Xs may have underflowed)
-    uniq, inv, counts = np.unique(Xm + 0.0, axis=0, return_inverse=True, return_counts=True)
-    inv = inv.reshape(-1)
+    reps, inv, counts = equal_row_classes(Xm, np)
+    uniq = Xm[reps] + 0.0
     merged = uniq.shape[0] < V
     if merged:
         Gm = (uniq if X is None else np.ldexp(uniq, -e2)) * counts[:, None]
