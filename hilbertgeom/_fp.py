@@ -9,6 +9,7 @@ for bit wherever the answer is a normal number.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import array_api_compat
@@ -98,6 +99,86 @@ def mul_pow2(X, k: int):
     if k <= 1023:
         return X * math.ldexp(1.0, k)
     return X * math.ldexp(1.0, 1023) * math.ldexp(1.0, k - 1023)  # scaling up: both steps exact
+
+
+# ----------------------------------------------------------------------- unit size at entry
+def unit_scale(X: np.ndarray) -> int:
+    """``k`` with ``max |X| 2^k`` in ``[1/2, 1)`` where ``X 2^k`` is exact, else 0 (0 for ``X = 0``).
+
+    A function of degree 0 or 1 in ``X`` that computes on ``X 2^k`` does the very
+    same arithmetic for ``X`` and for ``2^a X``: its answer is the same bits
+    (degree 0), or ``2^a`` times them rounded once (degree 1), at every magnitude,
+    and no column sum or row norm of ``X`` over- or underflows on the way.  Scaling
+    down is inexact only where an entry lands below the normal range with bits to
+    lose (``X`` spans more than about ``2^1022``); ``k`` is 0 then.
+    """
+    top = max_abs(X, np)
+    if top == 0.0:
+        return 0
+    k = -math.frexp(top)[1]
+    if k >= 0:  # scaling up is exact: the largest entry stays below 1
+        return k
+    small = float(np.min(np.abs(X), where=X != 0, initial=math.inf))
+    if math.ldexp(small, k) >= 2.0**-1022:  # every entry stays normal
+        return k
+    return k if np.array_equal(mul_pow2(mul_pow2(X, k), -k), X) else 0
+
+
+@contextlib.contextmanager
+def zero_sum_named(G0: np.ndarray, center: bool, k: int):
+    """Around a computation on ``G0 2^k``: a ``ValueError`` raised there is raised again
+    with ``G0``'s own column sums when ``G0`` breaks the zero-sum rule (the message
+    names the input as given, not its scaled copy)."""
+    try:
+        yield
+    except ValueError:
+        if k != 0:
+            from . import _validate as _v
+
+            with np.errstate(over="ignore", invalid="ignore"):
+                _v.zero_sum_matrix(G0, center)
+        raise
+
+
+SPAN = ("G spans more than the float64 range allows (entries near 1e308 next to subnormal ones); "
+        "scale or truncate it")
+
+
+def zero_sum_at_unit(G0: np.ndarray, center: bool):
+    """``(G0 2^k, P G0 2^k, centered, k)`` with ``k = unit_scale(G0)``: the zero-sum rule
+    and the centring of ``_validate.zero_sum_matrix`` at unit size, where no column sum
+    overflows (entries near ``1e308``) and no mean rounds in the subnormal range.
+
+    A zero-sum error names ``G0``'s own column sums; where ``G0`` spans too much for an
+    exact scaling and its centring overflows, a ``ValueError`` says so.
+    """
+    from . import _validate as _v
+
+    k = unit_scale(G0)
+    Gs = mul_pow2(G0, k)
+    with zero_sum_named(G0, center, k), np.errstate(over="ignore", invalid="ignore"):
+        X, centered = _v.zero_sum_matrix(Gs, center)
+    if k == 0 and not np.isfinite(X).all():
+        raise ValueError(SPAN)
+    return Gs, X, centered, k
+
+
+def scaled_certificate(ten, k: int):
+    """The certificate of :func:`~hilbertgeom.min_tension` for ``G 2^k`` from the one for
+    ``G`` (a ``TensionResult``): value, gap and flow times ``2^k``, each rounded once;
+    the potential is scale-free.  ``ValueError`` where the bracket leaves float64, as
+    ``min_tension`` raises."""
+    if k == 0:
+        return ten
+    from dataclasses import replace
+
+    cost = ldexp_inf(ten.flow.cost, k)
+    if math.isinf(cost):
+        raise ValueError("T(G) exceeds the float64 range (its certified bracket overflows); scale G down")
+    with np.errstate(over="ignore"):
+        flow = replace(ten.flow, vectors=np.ldexp(ten.flow.vectors, k), residual=np.ldexp(ten.flow.residual, k),
+                       cost=cost)
+    return replace(ten, value=ldexp_inf(ten.value, k), gap=ldexp_inf(ten.gap, k), flow=flow)
 
 
 def ldexp(X: np.ndarray, k: int) -> np.ndarray:

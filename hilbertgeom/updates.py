@@ -89,7 +89,9 @@ def linf_steepest_descent(G: ArrayLike, /, *, eta: float = 1.0, center: bool = F
     array([[-0.5,  0.5],
            [ 0.5, -0.5]])
     """
-    X, _ = _v.zero_sum_matrix(G, center)
+    # sign(P G) is scale-free: centred at unit size (an exact power of two), where no column
+    # sum overflows and no mean rounds in the subnormal range
+    _, X, _, _ = _fp.zero_sum_at_unit(_v.matrix(G, "G", min_rows=2), center)
     e = _v.scalar(eta, "eta", minimum=0.0)
     Sg = np.sign(X)
     return -(e / 2.0) * (Sg - Sg.mean(axis=0)) + 0.0
@@ -171,7 +173,8 @@ def polar_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     """
     X = _v.matrix(G, "G")
     e = _v.scalar(eta, "eta", minimum=0.0)
-    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    # scale-free: the SVD of G at unit size (an exact power of two), the same at every magnitude
+    U, s, Vt = np.linalg.svd(_fp.mul_pow2(X, _fp.unit_scale(X)), full_matrices=False)
     keep = s > (s[0] if s.size else 0.0) * max(X.shape) * np.finfo(float).eps
     return -e * (U[:, keep] @ Vt[keep]) + 0.0
 
@@ -271,22 +274,31 @@ def evaluate_update(G: ArrayLike, S: ArrayLike, /, *, tension: TensionResult | N
     >>> round(r.decrease_ratio, 9), r.separation_ratio
     (1.0, 1.0)
     """
-    X, _ = _v.zero_sum_matrix(G, center)
+    # P G at unit size, X = P G 2^k (an exact power of two): no column sum overflows, no
+    # mean rounds in the subnormal range; T is taken at that size too, the report scaled back
+    _, X, _, k = _fp.zero_sum_at_unit(_v.matrix(G, "G", min_rows=2), center)
     U = _v.matrix(S, "S")
     if U.shape != X.shape:
         raise ValueError(f"S must have the shape of G {X.shape}; got {U.shape}")
     if tension is None:
         tension = min_tension(X)
+        if math.isinf(_ldexp(tension.flow.cost, -k)):
+            raise ValueError("T(G) exceeds the float64 range (its certified bracket overflows); scale G down")
+        t = (tension.value, tension.flow.cost)
     elif not isinstance(tension, TensionResult):
         raise TypeError("tension must be a TensionResult from min_tension(G)")
-    return _update_report(X, U, tension.value, tension.value, tension.flow.cost)
+    else:
+        t = (_ldexp(tension.value, k), _ldexp(tension.flow.cost, k))
+    return _update_report(X, U, t[0], t[0], t[1], g_shift=k)
 
 
 def _update_report(X, U, t_value: float, t_lower: float, t_upper: float,
-                   search: Search | None = None) -> UpdateReport:
+                   search: Search | None = None, g_shift: int = 0) -> UpdateReport:
     """The measurements of :func:`evaluate_update`, for ``X = P G`` (float64) and the
     update ``U`` (validated, the shape of ``X``) of any one array namespace, given
     ``T(G)`` as ``t_value`` (the ratio's) and a bracket ``t_lower <= T <= t_upper``.
+    With ``g_shift = k``, ``X`` is ``P G 2^k`` and the ``t`` are ``T(P G 2^k)``; the
+    decrease and the tension are reported for ``G`` (each rounded once).
 
     The one formula of the core (``t_value = t_lower`` = a certified solve) and
     of :mod:`hilbertgeom.gpu` (its device bracket of :func:`tension_bounds`,
@@ -315,11 +327,11 @@ def _update_report(X, U, t_value: float, t_lower: float, t_upper: float,
     else:  # G = 0, or S is a common row shift: no decrease, no change of the softmax
         ratio, bounds = 0.0, (0.0, 0.0)
     D = _ldexp(D_s, eU)
-    dec = _ldexp(dec_c, eG + eU + eC)
+    dec = _ldexp(dec_c, eG + eU + eC - g_shift)
     colsum = float(xp.max(xp.abs(xp.sum(Us, axis=0)))) / max(_ldexp(1.0, -eU), float(xp.sum(xp.abs(Us))))
     return UpdateReport(diameter=D, decrease=dec, decrease_ratio=ratio, decrease_ratio_bounds=bounds,
                         column_sum=colsum, min_separation=_ldexp(lo_s, eU), max_separation=D,
-                        separation_ratio=(lo_s / D_s) if D_s > 0 else 1.0, tension=t_value)
+                        separation_ratio=(lo_s / D_s) if D_s > 0 else 1.0, tension=_ldexp(t_value, -g_shift))
 
 
 def _exact_rule(G, *, tension=None):
@@ -504,16 +516,22 @@ def bench_updates(*, rules: Mapping[str, Callable[..., ArrayLike]] | None = None
     for done, (cname, G) in enumerate(cases.items(), start=1):
         Gn = _v.matrix(G, f"cases[{cname!r}]").copy()
         Gn.setflags(write=False)  # the bench's own copy, read-only
+        # T and the reports at unit size (X = P G 2^k, an exact power of two), so that no
+        # underflow of a subnormal T decides a ratio; the rules get the solve of G itself
+        _, X, _, k = _fp.zero_sum_at_unit(Gn, False)
         try:
-            ten = min_tension(Gn, tol=tol, max_iter=max_iter, verbose=verbose)
-        except SolverError as exc:
+            ten_k = min_tension(X, tol=tol, max_iter=max_iter, verbose=verbose)
+            ten = _fp.scaled_certificate(ten_k, -k)
+        except (SolverError, ValueError) as exc:
             exc.add_note(f"bench_updates: case {cname!r}")
             raise
         for rname, rule in rules.items():
             Gr = Gn.copy()  # the rule's own, writable copy
             S = rule(Gr, tension=ten) if _takes_tension(rule) else rule(Gr)
-            S = _v.to_numpy(S, f"rule {rname!r} output")
-            out.append((cname, rname, evaluate_update(Gn, S, tension=ten)))
+            U = _v.matrix(_v.to_numpy(S, f"rule {rname!r} output"), "S")
+            if U.shape != X.shape:
+                raise ValueError(f"S must have the shape of G {X.shape}; got {U.shape} (rule {rname!r})")
+            out.append((cname, rname, _update_report(X, U, ten_k.value, ten_k.value, ten_k.flow.cost, g_shift=k)))
         if on_case is not None:
             on_case(done, len(cases), cname)
     return out

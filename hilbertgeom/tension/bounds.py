@@ -9,6 +9,7 @@ from typing import Literal, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .. import _fp
 from .. import _validate as _v
 from .._fp import ldexp_inf, max_abs, mul_pow2
 from ..ball import jung_radius
@@ -44,8 +45,14 @@ def rownorm(G: ArrayLike, /, *, eps: float = 0.0) -> np.ndarray:
     """
     X = _v.matrix(G, "G")
     e = _v.scalar(eps, "eps", minimum=0.0)
-    n = _rownorms(X)
-    return _normalize(X, n, n > e)
+    # each row scaled by the power of two of its largest entry (exact): no norm over- or
+    # underflows, and RN(D G) == RN(G) bit for bit for any power-of-two diagonal D
+    k = np.frexp(np.max(np.abs(X), axis=1))[1]
+    Xs = np.ldexp(X, -k[:, None])
+    ns = np.sqrt(np.einsum("ij,ij->i", Xs, Xs))  # in [1/2, sqrt(d)) for a non-zero row
+    with np.errstate(over="ignore"):
+        n = np.ldexp(ns, k)  # ||g_i||; inf beyond float64, above any eps
+    return _normalize(Xs, ns, (ns > 0) & (n > e))
 
 
 def _normalize(X, n, nz, xp=np):
@@ -190,7 +197,18 @@ def projected_rownorm(G: ArrayLike, /, *, eta: float = 1.0, eps: float = 0.0, ce
     G0 = _v.matrix(G, "G", min_rows=2)
     e = _v.scalar(eta, "eta", minimum=0.0)
     eps = _v.scalar(eps, "eps", minimum=0.0)
-    return _projected_rownorm(G0, np, bool(center), e, eps, bool(return_decrease))
+    # scale-free in G: computed on G at unit size (an exact power of two 2^k, where no column
+    # sum or row norm over- or underflows) at eta = 1, then times eta; the decrease is formed
+    # from mantissas and exponents and rounded once (a ValueError where it exceeds float64)
+    k = _fp.unit_scale(G0)
+    with _fp.zero_sum_named(G0, center, k), np.errstate(over="ignore", invalid="ignore"):
+        S1, dec1 = _projected_rownorm(mul_pow2(G0, k), np, bool(center), 1.0, ldexp_inf(eps, k), True)
+    if k == 0 and not np.isfinite(S1).all():
+        raise ValueError(_fp.SPAN)
+    S = e * S1 + 0.0
+    if not return_decrease:
+        return S
+    return S, _fp.product(e, dec1, shift=-k, what="the decrease (eta/2) sum ||g_i||", names="G or eta")
 
 
 def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -> TensionBounds:
@@ -224,10 +242,18 @@ def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -
     >>> round(b.lower, 12), round(b.upper, 12)
     (1.0, 1.0)
     """
+    from dataclasses import replace
+
     G0 = _v.matrix(G, "G", min_rows=2)
-    X, centered = _v.zero_sum_matrix(G0, center)
+    # T is homogeneous: bounded at unit size (an exact power of two 2^k: no column sum
+    # overflows, no centring rounds in the subnormal range), the bounds scaled back once
+    Gs, X, centered, k = _fp.zero_sum_at_unit(G0, center)
     tile = _v.integer(tile, "tile", minimum=1)
-    return _tension_bounds(G0, X, centered, tile, np)
+    b = _tension_bounds(Gs, X, centered, tile, np)
+    upper = ldexp_inf(b.upper, -k)
+    if math.isinf(upper):
+        raise ValueError("tension_bounds: the upper bound on T(G) exceeds the float64 range; scale G down")
+    return replace(b, lower=ldexp_inf(b.lower, -k), upper=upper)
 
 
 def _tension_bounds(G0, X, centered: bool, tile: int, xp, search: Search | None = None) -> TensionBounds:
