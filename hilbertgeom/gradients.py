@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import sys
 import time
@@ -44,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import _validate
+from . import _fp, _validate
 from ._bert import BertEncoder
 from ._safetensors import read_safetensors
 from ._wordpiece import WordPiece
@@ -210,6 +211,18 @@ def synthetic_head_gradient(V: int, d: int, /, *, batch: int = 512, zipf: float 
     m = rng.standard_normal(d)
     H = rng.standard_normal((batch, d)) + m
     U = rng.standard_normal((V, d))
+    with np.errstate(over="ignore", invalid="ignore"):  # logits beyond float64: a ValueError below
+        G, loss, targets = _synthetic(V, d, batch, zipf, logit_scale, tile, rng, m, H, U)
+    if not (np.isfinite(G).all() and math.isfinite(loss)):
+        raise ValueError(f"logit_scale = {logit_scale:.3g} is too large: the logits or the loss exceed the "
+                         "float64 range")
+    meta = {"V": V, "d": d, "zipf": zipf, "logit_scale": logit_scale,
+            "distinct_targets": int(np.unique(targets).size), "hidden": H}
+    return HeadGradient(G=G, loss=loss, batch=batch, seed=seed, targets=targets, source="synthetic", meta=meta)
+
+
+def _synthetic(V, d, batch, zipf, logit_scale, tile, rng, m, H, U):
+    """The head, the targets and the gradient of :func:`synthetic_head_gradient`."""
     if d > 1:
         # head rows orthogonal to the shared mean m: the logit u.h = u.z varies with the
         # position, not by a row-wide offset, so every tail row is about e^{s^2/2} (m + u_i) / V
@@ -222,9 +235,7 @@ def synthetic_head_gradient(V: int, d: int, /, *, batch: int = 512, zipf: float 
     ranks = rng.choice(V, size=batch, p=w / w.sum())
     targets = rng.permutation(V)[ranks].astype(np.int64)
     G, loss, _ = _cross_entropy_gradient(H, U, targets, tile=tile)
-    meta = {"V": V, "d": d, "zipf": zipf, "logit_scale": logit_scale,
-            "distinct_targets": int(np.unique(targets).size), "hidden": H}
-    return HeadGradient(G=G, loss=loss, batch=batch, seed=seed, targets=targets, source="synthetic", meta=meta)
+    return G, loss, targets
 
 
 def top_rows(G: ArrayLike, n: int, /, *, return_index: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -270,10 +281,24 @@ def top_rows(G: ArrayLike, n: int, /, *, return_index: bool = False) -> np.ndarr
     n = _validate.integer(n, "n", minimum=2)
     if n > X.shape[0]:
         raise ValueError(f"n must be <= the number of rows of G ({X.shape[0]}); got {n}")
-    norm2 = np.einsum("ij,ij->i", X, X)
-    idx = np.sort(np.argsort(-norm2, kind="stable")[:n]).astype(np.int64)
-    Gn = X[idx].astype(np.float64, copy=True)
-    Gn -= Gn.mean(axis=0)
+    # rows ranked by ||g_i||^2 = q 2^E, q in [1/2, 1): each row scaled first by the power of
+    # two of its largest entry (exact), so no square under- or overflows and the rows kept
+    # are the same at every magnitude (where nothing under- or overflows, the same ranks
+    # as the plain sums of squares, ties included)
+    e = np.frexp(np.max(np.abs(X), axis=1))[1].astype(np.int64)
+    Y = np.ldexp(X, -e[:, None])
+    q, f = np.frexp(np.einsum("ij,ij->i", Y, Y))
+    E = np.where(q > 0, f + 2 * e, -(1 << 20))  # zero rows last
+    idx = np.sort(np.lexsort((np.arange(X.shape[0]), -q, -E))[:n]).astype(np.int64)
+    # re-centred at unit size (an exact power of two 2^k: no column sum overflows, no mean
+    # rounds in the subnormal range), scaled back with one rounding
+    Xn = X[idx]
+    k = _fp.unit_scale(Xn)
+    C = _fp.mul_pow2(Xn, k)
+    with np.errstate(over="ignore", invalid="ignore"):
+        Gn = _fp.mul_pow2(C - C.mean(axis=0), -k)
+    if not np.isfinite(Gn).all():
+        raise ValueError("the re-centred rows of G exceed the float64 range (> 1.8e308); scale G down")
     return (Gn, idx) if return_index else Gn
 
 

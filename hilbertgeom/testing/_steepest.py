@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from .. import _fp
 from .. import _validate as _v
 from ..ball import minimum_enclosing_ball
 from ..rows import row_diameter
@@ -159,19 +160,39 @@ def _rtol(rtol, norm, S, G) -> float:
 
 
 def _inputs(S, G, norm):
-    """Host float64 copies of S and G, shapes checked; G projected for the seminorms."""
+    """Host float64 copies of S and G, shapes checked; G projected for the seminorms.
+
+    Returns ``(Sa, Ga, X, k)`` with ``X`` the (projected) ``G 2^k``: ``k`` brings a ``G``
+    outside ``[2^-SAFE, 2^SAFE]`` to unit size (an exact power of two), so that no column
+    sum overflows and no decrease ``-<G, S>`` underflows; 0 for ordinary magnitudes."""
     Sa = host_float64(S, "S")
     Ga = host_float64(G, "G")
     if Sa.array.shape != Ga.array.shape:
         raise ValueError(f"S must have the shape of G {Ga.array.shape}; got {Sa.array.shape}")
-    X = Ga.array
+    k = _fp.unit_shift(_fp.max_abs(Ga.array))
+    X = _fp.mul_pow2(Ga.array, k)
     if norm is None or NORMS[norm].centred:
-        X = _zero_sum(X, Ga.unit, norm)
-    return Sa, Ga, X
+        X = _zero_sum(X, Ga.unit, norm, k)
+    return Sa, Ga, X, k
 
 
-def _zero_sum(X: np.ndarray, unit: float, norm) -> np.ndarray:
-    """``P G``; ``ValueError`` unless ``1^T G = 0`` to the rounding of G's format.
+def _step_shift(S: np.ndarray, eta: float) -> int:
+    """``k`` bringing ``S`` and ``eta`` to unit size together (the larger of the two in
+    ``[1/2, 1)``) when that is outside ``[2^-SAFE, 2^SAFE]``; 0 for ordinary magnitudes."""
+    return _fp.unit_shift(max(eta, _fp.max_abs(S)))
+
+
+def _rescaled_line(kG: int, kS: int) -> list[str]:
+    """The note of a failure message computed on a rescaled problem."""
+    if kG == 0 and kS == 0:
+        return []
+    return [f"  rescaled: checked on G 2^{kG} and on S, eta 2^{kS} (exact powers of two, so that no "
+            "overflow or underflow decides it); the values above are of the rescaled problem"]
+
+
+def _zero_sum(X: np.ndarray, unit: float, norm, shift: int = 0) -> np.ndarray:
+    """``P G``; ``ValueError`` unless ``1^T G = 0`` to the rounding of G's format
+    (``X`` is ``G 2^shift``; the message gives ``G``'s own column sum).
 
     Over centred ``S`` the problem sees only ``P G``; a gradient whose columns
     do not sum to zero is not a softmax cross-entropy gradient, and an
@@ -186,7 +207,7 @@ def _zero_sum(X: np.ndarray, unit: float, norm) -> np.ndarray:
         k = int(np.argmax(np.abs(col) - rel * scale))
         what = f"norm={norm!r}" if norm else "the row diameter"
         raise ValueError(
-            f"G must have zero column sums for {what} (column {k} sums to {col[k]:.3e}, "
+            f"G must have zero column sums for {what} (column {k} sums to {_fp.ldexp_inf(col[k], -shift):.3e}, "
             f"{abs(col[k]) / max(scale[k], 1e-300):.1e} of its absolute sum): the steepest step over "
             "centred S sees only P G; pass G - G.mean(axis=0)")
     return X - X.mean(axis=0)
@@ -351,7 +372,11 @@ def steepest_step(G: ArrayLike, /, *, norm: str, eta: float = 1.0) -> np.ndarray
     name = _norm_name(norm)
     e = _eta(eta)
     Ga = host_float64(G, "G")
-    X = _zero_sum(Ga.array, Ga.unit, name) if NORMS[name].centred else Ga.array
+    # every step is scale-free in G: computed on G at unit size (an exact power of two), where
+    # no column sum overflows and no mean rounds in the subnormal range
+    k = _fp.unit_scale(Ga.array)
+    X = _fp.mul_pow2(Ga.array, k)
+    X = _zero_sum(X, Ga.unit, name, k) if NORMS[name].centred else X
     if name == "diameter":
         return steepest_descent(X, eta=e)
     steps: dict[str, Callable[..., np.ndarray]] = {
@@ -470,12 +495,18 @@ def assert_steepest(S: ArrayLike, G: ArrayLike, /, *, norm: str, eta: float = 1.
     """
     name = _norm_name(norm)
     e = _eta(eta)
-    Sa, Ga, X = _inputs(S, G, name)
+    Sa, Ga, X, kG = _inputs(S, G, name)
     r = _rtol(rtol, name, Sa, Ga)
     if tension is not None and not isinstance(tension, TensionResult):
         raise TypeError("tension must be a TensionResult from min_tension(G)")
+    if tension is not None:
+        tension = _fp.scaled_certificate(tension, kG)
     info = NORMS[name]
-    Sx = Sa.array
+    # the verdict is the same for (2^k S, 2^k eta): S and eta at unit size when outside
+    # [2^-SAFE, 2^SAFE], so that neither the norm of S nor -<G, S> over- or underflows
+    kS = _step_shift(Sa.array, e)
+    Sx = _fp.mul_pow2(Sa.array, kS)
+    e = max(_fp.ldexp_inf(e, kS), 2.0**-1000)  # (an eta 2^1000 below S: S is too large either way)
     V = Sx.shape[0]
     budget = e / 2.0 if info.half else e
     meas = _measure(name, Sx, budget * (1.0 + r))
@@ -488,8 +519,8 @@ def assert_steepest(S: ArrayLike, G: ArrayLike, /, *, norm: str, eta: float = 1.
     centred = cent <= r + _mean_rounding(Sa.dtype, V)
     if feasible and enough and (centred or not info.centred):
         return
-    raise AssertionError(_message(name, info, Sx, X, e, budget, r, meas, opt, dec, feasible, enough,
-                                  cent, centred, Sa, Ga))
+    raise AssertionError("\n".join([_message(name, info, Sx, X, e, budget, r, meas, opt, dec, feasible, enough,
+                                            cent, centred, Sa, Ga), *_rescaled_line(kG, kS)]))
 
 
 def _message(name, info, S, G, eta, budget, rtol, meas, opt, dec, feasible, enough, cent, centred,
@@ -768,12 +799,16 @@ def assert_decrease_ratio(S: ArrayLike, G: ArrayLike, /, *, at_least: float,
     a = _v.scalar(at_least, "at_least")
     if a > 1.0:
         raise ValueError(f"at_least must be <= 1 (no step beats the steepest one); got {a:g}")
-    Sa, _, X = _inputs(S, G, None)
+    Sa, _, X, kG = _inputs(S, G, None)
     if tension is None:
         tension = min_tension(X)
     elif not isinstance(tension, TensionResult):
         raise TypeError("tension must be a TensionResult from min_tension(G)")
-    Sx = Sa.array
+    else:
+        tension = _fp.scaled_certificate(tension, kG)
+    # rho is scale-free in S and in G: both at unit size when outside [2^-SAFE, 2^SAFE]
+    kS = _fp.unit_shift(_fp.max_abs(Sa.array))
+    Sx = _fp.mul_pow2(Sa.array, kS)
     p = row_diameter(Sx, return_pair=True)
     D = p.distance
     dec = _decrease(X, Sx)
@@ -794,5 +829,5 @@ def assert_decrease_ratio(S: ArrayLike, G: ArrayLike, /, *, at_least: float,
              f"  D(S):     {_g(D)}" + (f", farthest rows {p.i} and {p.j}" if D > 0 else " (S is a common shift)"),
              f"  T(G):     in [{_g(T_lo)}, {_g(T_hi)}] (min_tension, status {tension.status!r})",
              (f"  centred:  {'yes' if cent <= 1e-6 else 'no'}, ||mean row of S|| = {cent:.3g} x its largest row "
-              "(the ratio does not depend on it)")]
+              "(the ratio does not depend on it)"), *_rescaled_line(kG, kS)]
     raise AssertionError("\n".join(lines))
