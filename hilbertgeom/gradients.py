@@ -188,6 +188,12 @@ def synthetic_head_gradient(V: int, d: int, /, *, batch: int = 512, zipf: float 
         ``source="synthetic"``; ``meta`` holds ``V``, ``d``, ``zipf``,
         ``logit_scale``, ``distinct_targets`` and ``hidden`` (``H``).
 
+    Raises
+    ------
+    ValueError
+        A size or parameter out of range, naming it; a ``logit_scale`` so
+        large (about ``1e307``) that the logits or the loss leave float64.
+
     Examples
     --------
     >>> from hilbertgeom.gradients import synthetic_head_gradient
@@ -265,6 +271,12 @@ def top_rows(G: ArrayLike, n: int, /, *, return_index: bool = False) -> np.ndarr
     Gn : (n, d) ndarray of float64
     index : (n,) ndarray of int64
         Only with ``return_index=True``.
+
+    Raises
+    ------
+    ValueError
+        ``n`` out of range, or re-centred rows beyond float64 (entries near
+        ``1e308`` of opposite signs).
 
     Examples
     --------
