@@ -61,7 +61,6 @@ def linf_steepest_descent(G: ArrayLike, /, *, eta: float = 1.0, center: bool = F
     each column the problem is the ``d = 1`` case: ``S = -(eta/2) P sign(G)``,
     with decrease ``(eta/2) sum_ik |g_ik|`` (identity I18).
 
-    Examples
     Parameters
     ----------
     G : (V, d) array_like
@@ -84,6 +83,7 @@ def linf_steepest_descent(G: ArrayLike, /, *, eta: float = 1.0, center: bool = F
         Non-zero column sums (without ``center``), non-finite or malformed
         ``G``, ``V < 2``, ``eta < 0``.
 
+    Examples
     --------
     >>> linf_steepest_descent([[2.0, -1.0], [-2.0, 1.0]])
     array([[-0.5,  0.5],
@@ -100,7 +100,6 @@ def linf_steepest_descent(G: ArrayLike, /, *, eta: float = 1.0, center: bool = F
 def rownorm_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     r"""RowNorm ``-eta RN(G)``: steepest under ``max_i ||s_i||_2`` (Scion's head rule).
 
-    Examples
     Parameters
     ----------
     G : (V, d) array_like
@@ -114,6 +113,7 @@ def rownorm_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     (V, d) float64 ndarray
         ``-eta g_i / ||g_i||`` for every non-zero row.
 
+    Examples
     --------
     >>> rownorm_update([[3.0, 4.0], [-3.0, -4.0]])
     array([[-0.6, -0.8],
@@ -126,7 +126,6 @@ def rownorm_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
 def sign_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     r"""Sign descent ``-eta sign(G)``: steepest under ``max_ij |s_ij|``.
 
-    Examples
     Parameters
     ----------
     G : (V, d) array_like
@@ -138,6 +137,7 @@ def sign_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     -------
     (V, d) float64 ndarray
 
+    Examples
     --------
     >>> sign_update([[3.0, -4.0], [-3.0, 0.0]])
     array([[-1.,  1.],
@@ -153,7 +153,6 @@ def polar_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     spectral norm (Muon's update, computed exactly by SVD; zero singular
     values are dropped).
 
-    Examples
     Parameters
     ----------
     G : (V, d) array_like
@@ -166,6 +165,7 @@ def polar_update(G: ArrayLike, /, *, eta: float = 1.0) -> np.ndarray:
     -------
     (V, d) float64 ndarray
 
+    Examples
     --------
     >>> polar_update([[2.0, 0.0], [0.0, -3.0]])
     array([[-1.,  0.],

@@ -60,7 +60,6 @@ def simplex_worst_case(V: int, d: int, /) -> np.ndarray:
     projected RowNorm step attains exactly ``sqrt((k+1)/(2k))`` of the optimal
     decrease under the diameter (I16 is sharp here).
 
-    Examples
     Parameters
     ----------
     V : int
@@ -74,6 +73,7 @@ def simplex_worst_case(V: int, d: int, /) -> np.ndarray:
     (V, d) float64 ndarray
         Zero column sums (to rounding).
 
+    Examples
     --------
     >>> G = simplex_worst_case(4, 2)
     >>> G.round(6).tolist()[3], float(abs(G.sum(axis=0)).max()) < 1e-15
@@ -113,10 +113,10 @@ def gradient_cases(V: int = 64, d: int = 8, /, *, seed: int = 0, real: bool = Tr
     V, d : int
         Rows and columns of the synthetic cases (``V >= 3``, ``d >= 1``;
         default 64 and 8).
+    seed : int
         Seed of every synthetic case, ``>= 0`` (default 0); the same seed
         gives the same gradients.  The real case passes it to
         :func:`hilbertgeom.gradients.real_head_gradient`.
-    seed : int
     real : bool
         Include ``real_minilm`` (marked unavailable, with the reason, when the
         model's weights are not installed; see :func:`hilbertgeom.gradients.minilm_available`).
