@@ -24,6 +24,7 @@ from .exceptions import (
     STATUS_OPTIMAL,
     SolverError,
 )
+from .tolerances import tolerance
 
 STATUS_OPTIMAL_DUAL_QP = "optimal (dual QP after a degenerate walk)"
 
@@ -57,8 +58,9 @@ class EnclosingBall:
         ``"optimal"`` when the active-set walk ended with the centre in the
         convex hull of its support; ``"optimal (dual QP after a degenerate
         walk)"`` when cospherical points made the walk cycle and the dual
-        quadratic program finished the job (the certificate is then accurate
-        to about 1e-9 relative rather than to rounding).
+        quadratic program finished the job (its weights are then polished on
+        the support, where the centre is the support's circumcentre, so the
+        certificate is again accurate to rounding).
     iterations : int
     """
 
@@ -235,7 +237,7 @@ def _dual_column_generation(Z: np.ndarray, T0: list[int], rounds: int = 50):
     """Fallback for degenerate (cospherical) inputs: solve the dual QP
     ``min_w ||sum w_i z_i||^2 - sum w_i ||z_i||^2`` over the simplex on a small
     candidate set (SLSQP), add the farthest row while one lies outside, repeat."""
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize, nnls
 
     cand = sorted(set(T0))
     lam = np.full(len(cand), 1.0 / len(cand))
@@ -271,16 +273,28 @@ def _dual_column_generation(Z: np.ndarray, T0: list[int], rounds: int = 50):
     A[m, :m] = 1.0
     rhs = np.concatenate([(P * P).sum(axis=1), [1.0]])
     sol = np.linalg.lstsq(A, rhs, rcond=None)[0][:m]
-    if sol.min() >= 0:
-        cand_w = sol / sol.sum()
 
-        def radius(ww):
-            c = ww @ P
-            return float(((Z - c) ** 2).sum(axis=1).max())
+    def radius(ww):
+        return math.sqrt(float(((Z - ww @ P) ** 2).sum(axis=1).max()))
 
-        if radius(cand_w) <= radius(w):
-            w = cand_w
-    return T, w, r
+    def gap(ww):
+        return radius(ww) - math.sqrt(float(ww @ ((P - ww @ P) ** 2).sum(axis=1)))
+
+    if sol.min() >= 0 and gap(sol / sol.sum()) <= gap(w):
+        w = sol / sol.sum()
+    # More than d + 1 cospherical support rows make that KKT system singular, and its
+    # least-squares weights may be negative.  The centre is still unique (the
+    # circumcentre of the support within its affine hull), and basic nonnegative weights
+    # that carry it (at most d + 1 rows) solve a nonnegative least-squares problem, the
+    # row of ones weighted to hold sum w = 1.  They are taken when their certificate is as
+    # tight to rounding (the policy's ``exact`` tolerance).
+    c_aff, _ = _circumcenter(P)
+    wt = 1.0 + float(np.abs(P).max())
+    nn, _ = nnls(np.vstack([P.T, np.full((1, m), wt)]), np.concatenate([c_aff, [wt]]))
+    if nn.sum() > 0 and gap(nn / nn.sum()) <= max(gap(w), tolerance("exact").rtol * radius(w)):
+        w = nn / nn.sum()
+    on = w > 0  # the support: rows that carry the centre
+    return [t for t, o in zip(T, on, strict=True) if o], w[on] / w[on].sum(), r
 
 
 def _certify(Z: np.ndarray, k1: int, mean: np.ndarray, s: int, T: np.ndarray, lam: np.ndarray,

@@ -13,12 +13,11 @@ The numbers follow from the unit roundoff ``u`` of the dtype:
   ``gamma_d`` bound, ``rtol = 4 (d + 2) u`` (see ``hilbertgeom.rows``).
 * ``solver`` -- interior-point conic solvers (cvxpy): relative gap ``1e-6``.
 
-Three methods state an accuracy of their own, named here so that a check
+Two methods state an accuracy of their own, named here so that a check
 compares against the method's promise rather than a literal (they are not in
 ``__all__``; import them from ``hilbertgeom.tolerances``):
 
 * :data:`SDP_RTOL` -- the Shor SDP bound of ``equalized_descent``;
-* :data:`BALL_RTOL` -- the enclosing-ball certificate after the dual QP;
 * :data:`EQUALIZER_RTOL` -- what ``equalize_rows`` counts as an improvement.
 """
 
@@ -155,17 +154,6 @@ relative duality gap of ``1e-8`` (its default ``tol_gap_rel``, feasibility ``1e-
 value is widened by ten times that, ``1e-7`` of itself, to be an upper bound.  Two such
 values of the same problem agree to ``2 SDP_RTOL``; the relaxation's ``S`` satisfies the
 diameter constraint to ``SDP_RTOL``."""
-
-BALL_RTOL = 1e-8
-"""Relative accuracy of :func:`hilbertgeom.minimum_enclosing_ball` when cospherical rows
-make the active-set walk degenerate and the dual quadratic program finishes it (status
-``"optimal (dual QP after a degenerate walk)"``).  The dual QP is solved by SLSQP to
-``ftol = 1e-16`` in its objective (``ball._dual_column_generation``, at unit size); at a
-minimum the objective is quadratic in the weights, so the weights, the centre and hence
-the radius are accurate to about ``sqrt(1e-16) = 1e-8`` (relative), while ``lower`` is
-the square root of a dual value.  So ``gap <= 1e-8 radius``.  (The docstring says
-"about 1e-9"; the projected RowNorm of a 64 x 8 gradient has ``gap = 3.5e-9 radius``.)
-After a regular walk the certificate is accurate to rounding (``tolerance("exact")``)."""
 
 EQUALIZER_RTOL = 1e-9
 """The smallest relative gain of the separation ratio that :func:`hilbertgeom.equalize_rows`

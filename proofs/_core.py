@@ -22,13 +22,6 @@ and are derived here:
     $\epsilon = 8(d+2)u\,\max_i\|x_i\|^2$, and recomputes pairs with
     $D^2 < 10^6\epsilon$ exactly; for the others
     $\sqrt{D^2+\epsilon} \le D(1 + \epsilon/(2D^2)) \le D(1 + 5\cdot10^{-7})$.
-``BALL``
-    $10^{-9}$ relative: the minimum enclosing ball is certified by a dual
-    lower bound ``lower``; its documented accuracy ``radius - lower`` is
-    $10^{-9}$ of the radius (the commit that fixed the I15 false alarm
-    measured it).  Only sharpness on a witness uses it; validity checks use
-    the rigorous side (``radius`` as an upper bound after an independent
-    containment check, ``lower`` as a lower bound).
 """
 
 from __future__ import annotations
@@ -43,12 +36,11 @@ import sympy as sp
 
 from hilbertgeom.tolerances import tolerance
 
-__all__ = ["BALL", "EXACT", "SCREENED", "SOLVER", "Identity", "Proof", "Result"]
+__all__ = ["EXACT", "SCREENED", "SOLVER", "Identity", "Proof", "Result"]
 
 EXACT = tolerance("exact").rtol
 SOLVER = tolerance("solver").rtol
 SCREENED = 1e-6
-BALL = 1e-9
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ import sympy as sp
 
 import hilbertgeom as hg
 
-from ._core import BALL, Proof, clouds, diameter, farthest, rank, register, softmax, vnorm
+from ._core import EXACT, Proof, clouds, diameter, farthest, rank, register, softmax, vnorm
 
 __all__ = ["IDENTITIES"]
 
@@ -150,11 +150,11 @@ def _i7(pf: Proof, rng, quick, seed):
         circ = float(np.linalg.norm(P[0] - P.mean(axis=0)))
         ball = hg.minimum_enclosing_ball(P)
         pf.eq(f"simplex circumradius = J_k D, k={kk}", circ, hg.jung_radius(kk) * D, scale=D)
-        pf.le(f"sharp: J_k D <= radius on the simplex, k={kk}", hg.jung_radius(kk) * D, ball.radius, scale=D, tol=BALL)
-        pf.le(f"sharp: lower >= J_k D (1 - tol), k={kk}", hg.jung_radius(kk) * D, ball.lower, scale=D, tol=BALL)
+        pf.le(f"sharp: J_k D <= radius on the simplex, k={kk}", hg.jung_radius(kk) * D, ball.radius, scale=D, tol=EXACT)
+        pf.le(f"sharp: lower >= J_k D (1 - tol), k={kk}", hg.jung_radius(kk) * D, ball.lower, scale=D, tol=EXACT)
     seg = np.array([[0.0, 0.0], [3.0, 4.0]])
     ball = hg.minimum_enclosing_ball(seg)
-    pf.eq("segment: D = 2 rad", 2 * ball.radius, 5.0, tol=BALL)
+    pf.eq("segment: D = 2 rad", 2 * ball.radius, 5.0, tol=EXACT)
 
 
 # --------------------------------------------------------------------------- I8

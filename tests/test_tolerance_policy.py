@@ -3,7 +3,7 @@
 A literal tolerance (``rel=1e-9``, ``atol=1e-12``) says nothing about where the
 number comes from, and a failing check is too easily "fixed" by loosening it.
 The tests take their tolerances from the policy instead: ``tolerance(kind, dtype,
-d=...)``, the named accuracies (``SDP_RTOL``, ``BALL_RTOL``, ``EQUALIZER_RTOL``),
+d=...)``, the named accuracies (``SDP_RTOL``, ``EQUALIZER_RTOL``),
 the ``tol`` a solve was asked for, or an expression in the unit roundoff with its
 derivation next to it (``tests/helpers.py``: ``U64``, ``kernel_rtol``, ``gamma``).
 
