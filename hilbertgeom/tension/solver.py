@@ -305,10 +305,12 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
         ``alm`` (the default for ``auto``): an augmented-Lagrangian method on
         the potential form that only ever touches pairs at distance ``> 1`` or
         carrying flow (found by tiled GEMM screening, pruned by row norms),
-        with L-BFGS and semismooth-Newton inner solves preconditioned by one
-        scalar-weighted graph Laplacian shared by all columns (memory
-        ``O(V k + pairs k)``).  Exactly equal rows are merged first (see
-        Notes).  ``cvxpy-*``: the reference conic programs over all pairs
+        with L-BFGS and semismooth-Newton inner solves preconditioned by
+        per-token ``k x k`` blocks within a budget, else by the Hessian's
+        diagonal (memory ``O(V k + pairs k)``); after each outer step a second
+        potential is read off the flow (``phi_i - phi_j = y_ij / ||y_ij||`` on
+        its support, one weighted-Laplacian solve shared by all columns).
+        Exactly equal rows are merged first (see Notes).  ``cvxpy-*``: the reference conic programs over all pairs
         (small ``V`` only, CPU only).
     tol : float
         Target relative certified gap ``(cost - value) / value``.  The ALM
