@@ -40,8 +40,13 @@ True
 from __future__ import annotations
 
 import functools
+import math
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
+from hilbertgeom import _fp
 from hilbertgeom import _validate as _v
 from hilbertgeom import head as _head
 from hilbertgeom import rows as _rows
@@ -364,12 +369,36 @@ def _gradient_input(G, center, fn):
     return _b.device_matrix(G, "G", fn, min_rows=2)
 
 
+def _unit(G0, xp) -> tuple[int, bool]:
+    """``(k, span)``: the exact power of two ``2^k`` that brings ``G0`` to unit size, as
+    the core's :func:`hilbertgeom._fp.unit_scale` (only a Python scalar, the largest
+    magnitude, comes to the host).  Where ``max |G0|`` lies in ``[2^-SAFE, 2^SAFE]``
+    (float32 input always) nothing over- or underflows and the kernels' arithmetic is
+    scale-free already, so ``k = 0`` and no copy of ``G0`` is made.  ``span``: the
+    scaling was needed but is inexact (``G0`` spans more than float64 allows)."""
+    if _fp.unit_shift(_fp.max_abs(G0, xp)) == 0:
+        return 0, False
+    k = _fp.unit_scale(G0, xp)
+    return k, k == 0
+
+
 def _gradient(G, center, fn):
-    """``(G, P G, xp)``: the validated gradient, ``P G`` in float64 after the core's
-    zero-sum rule (read in row chunks within the tile budget), and the namespace."""
+    """``(Gs, P Gs, k, xp)``: the validated gradient at unit size ``Gs = G 2^k`` (see
+    :func:`_unit`), ``P Gs`` in float64 after the core's zero-sum rule (read in row
+    chunks within the tile budget; an error names ``G``'s own column sums), and the
+    namespace.  No column sum overflows (entries near ``1e308``) and no mean rounds in
+    the subnormal range; where ``G`` spans too much for an exact scaling and its
+    centring overflows, a ``ValueError`` says so."""
     G0, xp = _gradient_input(G, center, fn)
-    m = _v.zero_sum_mean(G0, xp, center, _k._row_chunk(*G0.shape))
-    return G0, xp.astype(G0, xp.float64) - xp.reshape(m, (1, -1)), xp
+    k, span = _unit(G0, xp)
+    Gs = _fp.mul_pow2(G0, k)
+    rows = _k._row_chunk(*G0.shape)
+    with _fp.zero_sum_named(G0, center, k, xp, rows), np.errstate(over="ignore", invalid="ignore"):
+        m = _v.zero_sum_mean(Gs, xp, center, rows)
+        X = xp.astype(Gs, xp.float64) - xp.reshape(m, (1, -1))
+    if span and not bool(xp.all(xp.isfinite(X))):
+        raise ValueError(_fp.SPAN)
+    return Gs, X, k, xp
 
 
 @_scoped
@@ -407,12 +436,34 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
     -------
     (V, d) float64 device array, or (update, decrease)
         The update on the device of ``G``; the decrease is a Python float.
+
+    Notes
+    -----
+    The update is scale-free in ``G``, the decrease homogeneous.  Magnitudes
+    outside ``[2^-400, 2^400]`` (entries near ``1e308``, whose column sums
+    overflow, or subnormal ones, whose row norms underflow) are handled by an
+    exact power-of-two rescale of ``G`` at entry, as in the core: the update
+    is the same bits at every scale of ``G``, the decrease rounds once
+    (``ValueError`` where it exceeds float64). Only the largest magnitude, a
+    Python float, reaches the host for it.
     """
     X, xp = _gradient_input(G, center, "projected_rownorm")
     e = _v.scalar(eta, "eta", minimum=0.0)
     ep = _v.scalar(eps, "eps", minimum=0.0)
-    # the core's kernel, G read in row chunks within the tile budget
-    return _projected_rownorm(X, xp, center, e, ep, bool(return_decrease), rows=_k._row_chunk(*X.shape))
+    # the core's kernel, G read in row chunks within the tile budget; as in the core, at unit
+    # size (G 2^k, exact) and eta = 1, then times eta, the decrease rounded once
+    k, span = _unit(X, xp)
+    rows = _k._row_chunk(*X.shape)
+    with _fp.zero_sum_named(X, center, k, xp, rows), np.errstate(over="ignore", invalid="ignore"):
+        if span and not bool(xp.all(xp.isfinite(_v.zero_sum_mean(X, xp, center, rows)))):
+            raise ValueError(_fp.SPAN)  # an overflowing mean would leave every row "zero"
+        S1, dec1 = _projected_rownorm(_fp.mul_pow2(X, k), xp, center, 1.0, _fp.ldexp_inf(ep, k), True, rows=rows)
+    if span and not bool(xp.all(xp.isfinite(S1))):
+        raise ValueError(_fp.SPAN)
+    S = e * S1 + 0.0
+    if not return_decrease:
+        return S
+    return S, _fp.product(e, dec1, shift=-k, what="the decrease (eta/2) sum ||g_i||", names="G or eta")
 
 
 @_scoped
@@ -441,10 +492,34 @@ def tension_bounds(G: Any, /, *, center: bool = False, tile: int = 2048) -> Tens
     -------
     TensionBounds
         Python floats, with the sources of the two bounds.
+
+    Notes
+    -----
+    ``T`` is homogeneous in ``G``.  Magnitudes outside ``[2^-400, 2^400]``
+    (entries near ``1e308``, whose column sums overflow, or subnormal ones,
+    whose row norms underflow) are handled by an exact power-of-two rescale of
+    ``G`` at entry, as in the core: the bounds are computed at unit size and
+    scaled back once (``ValueError`` where the upper bound exceeds float64).
+    Only the largest magnitude, a Python float, reaches the host for it.
     """
-    G0, X, xp = _gradient(G, center, "tension_bounds")
+    Gs, X, k, xp = _gradient(G, center, "tension_bounds")
     t = _v.integer(tile, "tile", minimum=1)
-    return _tension_bounds(G0, X, center, t, xp, search=_search(xp))  # the core's kernel
+    return _bounds_of_g(Gs, X, center, t, xp, k)
+
+
+def _bounds_of_g(Gs, X, center, tile, xp, k) -> TensionBounds:
+    """The core's kernel on ``Gs = G 2^k`` (``X = P Gs``), the bounds scaled back to ``G``."""
+    b = _unit_bounds(Gs, X, center, tile, xp, k)
+    return replace(b, lower=_fp.ldexp_inf(b.lower, -k), upper=_fp.ldexp_inf(b.upper, -k))
+
+
+def _unit_bounds(Gs, X, center, tile, xp, k) -> TensionBounds:
+    """The bounds on ``T(Gs)``, ``Gs = G 2^k`` (``X = P Gs``); a ``ValueError`` where the
+    upper bound on ``T(G)`` exceeds float64."""
+    b = _tension_bounds(Gs, X, center, tile, xp, search=_search(xp))
+    if math.isinf(_fp.ldexp_inf(b.upper, -k)):
+        raise ValueError("tension_bounds: the upper bound on T(G) exceeds the float64 range; scale G down")
+    return b
 
 
 # --------------------------------------------------------------------------- updates
@@ -481,22 +556,32 @@ def evaluate_update(G: Any, S: Any, /, *, tension: TensionResult | None = None,
     Returns
     -------
     UpdateReport
+
+    Notes
+    -----
+    The report is formed at unit size of ``G``.  Magnitudes outside
+    ``[2^-400, 2^400]`` (entries near ``1e308``, whose column sums overflow, or subnormal
+    ones, whose row norms underflow) are handled by an exact power-of-two
+    rescale of ``G`` at entry, as in the core: ``P G`` and the bracket
+    of ``T`` are taken there, the decrease and ``tension`` scaled back once. Only
+    the largest magnitude, a Python float, reaches the host for it.
     """
-    G0, X, xp = _gradient(G, center, "evaluate_update")
+    Gs, X, k, xp = _gradient(G, center, "evaluate_update")
     U, xq = _b.device_matrix(S, "S", "evaluate_update")
     if xq is not xp:
         raise ValueError("G and S must come from one array library")
     _b.same_device({"G": X, "S": U}, xp)
     if tuple(U.shape) != tuple(X.shape):
         raise ValueError(f"S must have the shape of G {tuple(X.shape)}; got {tuple(U.shape)}")
+    # X = P G 2^k at unit size (as the core): T is taken at that size too, the report scaled back
     if tension is None:  # T(G) bracketed on the device; the ratio is the bracket's lower end
-        b = _tension_bounds(G0, X, center, 2048, xp, search=_search(xp))
+        b = _unit_bounds(Gs, X, center, 2048, xp, k)  # at unit size: nothing rounded in the subnormal range
         T, Tl, Tu = b.upper, b.lower, b.upper
     elif isinstance(tension, TensionResult):
-        T, Tl, Tu = tension.value, tension.value, tension.flow.cost
+        T, Tl, Tu = (_fp.ldexp_inf(t, k) for t in (tension.value, tension.value, tension.flow.cost))
     else:
         raise TypeError("tension must be a TensionResult from hilbertgeom.min_tension(G) or None")
-    return _update_report(X, U, T, Tl, Tu, search=_search(xp))  # the core's formula
+    return _update_report(X, U, T, Tl, Tu, search=_search(xp), g_shift=k)  # the core's formula
 
 
 # --------------------------------------------------------------------------- equalizer
@@ -521,10 +606,22 @@ def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int
     Returns
     -------
     EqualizationRun
+
+    Notes
+    -----
+    The update is scale-free in ``G``.  Magnitudes outside ``[2^-400, 2^400]``
+    (entries near ``1e308``, whose column sums overflow, or subnormal ones,
+    whose row norms underflow) are handled by an exact power-of-two rescale of
+    ``G`` at entry, as in the core: the run is made at unit size, its
+    decreases scaled back once. Only the largest magnitude, a Python float,
+    reaches the host for it.
     """
     from hilbertgeom.equalize import equalize_rows as core
 
-    _, X, ns = _gradient(G, False, "equalize_rows")
+    _, X, k, ns = _gradient(G, False, "equalize_rows")
     if xp is not None and xp is not ns:
         raise ValueError(f"xp must be the namespace of G ({ns.__name__}) or None")
-    return core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns, patience=patience)
+    # the update is scale-free in G: run at unit size (X = P G 2^k), the decreases scaled back
+    run = core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns, patience=patience)
+    return run if k == 0 else replace(run, decrease=_fp.ldexp_inf(run.decrease, -k),
+                                      rownorm_decrease=_fp.ldexp_inf(run.rownorm_decrease, -k))

@@ -102,33 +102,40 @@ def mul_pow2(X, k: int):
 
 
 # ----------------------------------------------------------------------- unit size at entry
-def unit_scale(X: np.ndarray) -> int:
+def unit_scale(X, xp=None) -> int:
     """``k`` with ``max |X| 2^k`` in ``[1/2, 1)`` where ``X 2^k`` is exact, else 0 (0 for ``X = 0``).
 
     A function of degree 0 or 1 in ``X`` that computes on ``X 2^k`` does the very
     same arithmetic for ``X`` and for ``2^a X``: its answer is the same bits
     (degree 0), or ``2^a`` times them rounded once (degree 1), at every magnitude,
     and no column sum or row norm of ``X`` over- or underflows on the way.  Scaling
-    down is inexact only where an entry lands below the normal range with bits to
-    lose (``X`` spans more than about ``2^1022``); ``k`` is 0 then.
+    down is inexact only where an entry lands below the normal range of ``X``'s
+    dtype with bits to lose (``X`` spans more than about ``2^1022`` in float64); ``k``
+    is 0 then.  Any array namespace (``xp``, default ``X``'s): only Python scalars
+    reach the host (:mod:`hilbertgeom.gpu` runs it on device arrays).
     """
-    top = max_abs(X, np)
+    if xp is None:
+        xp = array_api_compat.array_namespace(X)
+    top = max_abs(X, xp)
     if top == 0.0:
         return 0
     k = -math.frexp(top)[1]
     if k >= 0:  # scaling up is exact: the largest entry stays below 1
         return k
-    small = float(np.min(np.abs(X), where=X != 0, initial=math.inf))
-    if math.ldexp(small, k) >= 2.0**-1022:  # every entry stays normal
+    inf = xp.asarray(math.inf, dtype=X.dtype)
+    small = float(xp.min(xp.where(X != 0, xp.abs(X), inf)))
+    if math.ldexp(small, k) >= float(xp.finfo(X.dtype).smallest_normal):  # every entry stays normal
         return k
-    return k if np.array_equal(mul_pow2(mul_pow2(X, k), -k), X) else 0
+    return k if bool(xp.all(mul_pow2(mul_pow2(X, k), -k) == X)) else 0
 
 
 @contextlib.contextmanager
-def zero_sum_named(G0: np.ndarray, center: bool, k: int):
+def zero_sum_named(G0, center: bool, k: int, xp=None, rows: int | None = None):
     """Around a computation on ``G0 2^k``: a ``ValueError`` raised there is raised again
     with ``G0``'s own column sums when ``G0`` breaks the zero-sum rule (the message
-    names the input as given, not its scaled copy)."""
+    names the input as given, not its scaled copy).  ``xp`` (a namespace other than
+    NumPy's, e.g. :mod:`hilbertgeom.gpu`'s) and ``rows`` (its row chunk) run the rule
+    with :func:`hilbertgeom._validate.zero_sum_mean` in that namespace."""
     try:
         yield
     except ValueError:
@@ -136,7 +143,10 @@ def zero_sum_named(G0: np.ndarray, center: bool, k: int):
             from . import _validate as _v
 
             with np.errstate(over="ignore", invalid="ignore"):
-                _v.zero_sum_matrix(G0, center)
+                if xp is None:
+                    _v.zero_sum_matrix(G0, center)
+                else:
+                    _v.zero_sum_mean(G0, xp, center, rows)
         raise
 
 
