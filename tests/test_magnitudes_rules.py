@@ -643,3 +643,15 @@ def test_every_public_function_has_a_magnitude_test():
         for ref in tests:
             file, test = ref.split("::")
             assert test in _test_names(file), f"{name}: {ref} does not exist"
+
+
+@pytest.mark.parametrize("fn", [hg.projected_rownorm, hg.tension_bounds])
+def test_spanning_the_whole_range_is_a_clear_error(fn):
+    """Entries near 2^1023 next to 2^-1074: no exact power-of-two scaling exists, G is used
+    as given, and its column sums overflow; that must be the documented ValueError, not a
+    warning or an update of zeros taken for an answer."""
+    t = math.ldexp(1.0, -1074)
+    big = 7 * math.ldexp(1.0, 1020)
+    G = np.array([[big, t], [big, -t], [-big, 0.0], [-big, 0.0]])
+    with pytest.raises(ValueError, match="spans more than the float64 range"):
+        fn(G)

@@ -201,8 +201,16 @@ def projected_rownorm(G: ArrayLike, /, *, eta: float = 1.0, eps: float = 0.0, ce
     # sum or row norm over- or underflows) at eta = 1, then times eta; the decrease is formed
     # from mantissas and exponents and rounded once (a ValueError where it exceeds float64)
     k = _fp.unit_scale(G0)
-    with _fp.zero_sum_named(G0, center, k), np.errstate(over="ignore", invalid="ignore"):
-        S1, dec1 = _projected_rownorm(mul_pow2(G0, k), np, bool(center), 1.0, ldexp_inf(eps, k), True)
+    # k = 0 with entries off unit size: the scaling would be inexact, G is used as given,
+    # and an overflow there (a column sum, a mean) must not pass for an answer
+    top = _fp.max_abs(G0)
+    inexact = k == 0 and top != 0.0 and not 0.5 <= top < 1.0
+    act = "raise" if inexact else "ignore"
+    try:
+        with _fp.zero_sum_named(G0, center, k), np.errstate(over=act, invalid=act):
+            S1, dec1 = _projected_rownorm(mul_pow2(G0, k), np, bool(center), 1.0, ldexp_inf(eps, k), True)
+    except FloatingPointError:
+        raise ValueError(_fp.SPAN) from None
     if k == 0 and not np.isfinite(S1).all():
         raise ValueError(_fp.SPAN)
     S = e * S1 + 0.0
@@ -249,7 +257,11 @@ def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -
     # overflows, no centring rounds in the subnormal range), the bounds scaled back once
     Gs, X, centered, k = _fp.zero_sum_at_unit(G0, center)
     tile = _v.integer(tile, "tile", minimum=1)
-    b = _tension_bounds(Gs, X, centered, tile, np)
+    try:  # at unit size nothing overflows; where the scaling was inexact, an overflow is an error
+        with np.errstate(over="raise"):
+            b = _tension_bounds(Gs, X, centered, tile, np)
+    except FloatingPointError:
+        raise ValueError("tension_bounds: " + _fp.SPAN) from None
     upper = ldexp_inf(b.upper, -k)
     if math.isinf(upper):
         raise ValueError("tension_bounds: the upper bound on T(G) exceeds the float64 range; scale G down")
