@@ -205,9 +205,9 @@ def projected_rownorm(G: ArrayLike, /, *, eta: float = 1.0, eps: float = 0.0, ce
     # and an overflow there (a column sum, a mean) must not pass for an answer
     top = _fp.max_abs(G0)
     inexact = k == 0 and top != 0.0 and not 0.5 <= top < 1.0
-    act = "raise" if inexact else "ignore"
     try:
-        with _fp.zero_sum_named(G0, center, k), np.errstate(over=act, invalid=act):
+        with (_fp.zero_sum_named(G0, center, k),
+              np.errstate(over="raise", invalid="raise") if inexact else np.errstate(over="ignore", invalid="ignore")):
             S1, dec1 = _projected_rownorm(mul_pow2(G0, k), np, bool(center), 1.0, ldexp_inf(eps, k), True)
     except FloatingPointError:
         raise ValueError(_fp.SPAN) from None
