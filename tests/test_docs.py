@@ -116,6 +116,13 @@ def test_mathml_spells_arg_as_an_operator_name():
     assert _text(mathml.to_mathml(r"\arg\min_x f", display=False)).startswith("argmin")
 
 
+@pytest.mark.parametrize("tex", ["L = BWB^\top", "12\times 2", "a \x08eta"])
+def test_mathml_rejects_control_characters(tex):
+    """A backslash eaten by a string literal leaves a tab (or a backspace) in the formula."""
+    with pytest.raises(ValueError, match="control characters"):
+        mathml.to_mathml(tex, display=False)
+
+
 @pytest.mark.parametrize("tex", [r"\lefteqn{x} f", r"\foo{x}", r"\frac{1}{"])
 def test_mathml_rejects_what_it_cannot_convert(tex):
     with pytest.raises(ValueError, match=r"TeX left|latex2mathml failed"):

@@ -154,6 +154,13 @@ def to_mathml(tex: str, *, display: bool) -> str:
         Naming what is wrong, if the formula does not convert to MathML
         free of TeX.
     """
+    # A control character (a tab, a form feed, a backspace) in a formula is a
+    # backslash escape that a string literal ate: `\top` written as a tab and
+    # `op`, `\ne` as a newline and `e` (caught for a tab and the like; newlines
+    # are legitimate in display math, so that one needs reading)
+    bad = sorted({hex(ord(c)) for c in tex if ord(c) < 32 and c not in "\n\r"})
+    if bad:
+        raise ValueError(f"control characters {bad} in a formula (an eaten backslash?): {tex!r}")
     # `\*` is how the pages escape a literal asterisk from Markdown; inside
     # arithmatex it reaches us unchanged and means `*`.
     source = tex.replace(r"\*", "*")
