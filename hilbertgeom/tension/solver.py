@@ -199,6 +199,7 @@ def _potential_from_flow(I, J, Y, V):
 
 _IRLS_MAX_V = 2048  # dense V x V weights and Laplacian: 32 MiB each at this size
 _IRLS_STEPS = 30
+_IRLS_KEEP = 1e-3  # the restart keeps the pairs with at least this share of the largest weight
 _IRLS_GAP = 1e-2  # after the first outer step: restart from IRLS above this gap
 
 
@@ -246,7 +247,7 @@ def _irls_flow(Cs: np.ndarray, steps: int, deadline: float):
         return None
     lam *= c
     Phi /= c
-    iu, ju = np.nonzero(np.triu(lam >= 1e-3 * lam.max(), 1))
+    iu, ju = np.nonzero(np.triu(lam >= _IRLS_KEEP * lam.max(), 1))
     Y = lam[iu, ju][:, None] * (Phi[iu] - Phi[ju])
     P = Phi - Phi.mean(axis=0)
     Dn = row_diameter(P)
