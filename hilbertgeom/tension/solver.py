@@ -165,6 +165,20 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, 
     return P, float(np.linalg.norm(g)) < g0 or g0 <= gtol  # did it make (or need no) progress
 
 
+def _keep_best(best, top_P, top_flow, cert, st, Cs, outer, tol):
+    """The best potential and the best flow, kept apart and combined into one
+    certificate: ``cert`` (on the state's pairs) replaces what it beats."""
+    if cert.value >= best.value and cert.flow.cost <= best.flow.cost:
+        return cert, cert.potential, (st.I, st.J, st.L, cert.flow.cost)
+    if cert.value > best.value or cert.flow.cost < best.flow.cost:
+        if cert.value > best.value:
+            top_P = cert.potential
+        if cert.flow.cost < top_flow[3]:
+            top_flow = (st.I, st.J, st.L, cert.flow.cost)
+        best = _certify(Cs, top_P, *top_flow[:3], method="alm", centered=False, iterations=outer, tol=tol)
+    return best, top_P, top_flow
+
+
 def _potential_from_flow(I, J, Y, V):
     """The potential an optimal flow determines: ``y_ij = lambda_ij (phi_i - phi_j)`` with
     ``||phi_i - phi_j|| = 1`` where ``y_ij != 0`` (complementary slackness), so
@@ -187,10 +201,8 @@ def _potential_from_flow(I, J, Y, V):
     L = (B @ sp.diags(w[on]) @ B.T).tocsc()
     L = L + sp.identity(V, format="csc") * (1e-12 * float(w.max()))
     rhs = np.asarray(B @ Y[on])
-    with np.errstate(all="ignore"):
-        P = spsolve(L, rhs)
-    P = np.asarray(P).reshape(V, -1)
-    if not np.isfinite(P).all():
+    P = np.asarray(spsolve(L, rhs)).reshape(V, -1)
+    if not np.isfinite(P).all():  # a candidate only: the certificate keeps the ALM's potential
         return None
     P = P - P.mean(axis=0)
     Dn = row_diameter(P)
@@ -319,14 +331,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
             rec = _certify(Cs, P_rec, st.I, st.J, st.L, method="alm", centered=False, iterations=outer, tol=tol)
             if rec.value > cert.value:
                 cert = rec
-        if cert.value >= best.value and cert.flow.cost <= best.flow.cost:
-            best, top_P, top_flow = cert, cert.potential, (st.I, st.J, st.L, cert.flow.cost)
-        elif cert.value > best.value or cert.flow.cost < best.flow.cost:
-            if cert.value > best.value:
-                top_P = cert.potential
-            if cert.flow.cost < top_flow[3]:
-                top_flow = (st.I, st.J, st.L, cert.flow.cost)
-            best = _certify(Cs, top_P, *top_flow[:3], method="alm", centered=False, iterations=outer, tol=tol)
+        best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, st, Cs, outer, tol)
         if verbose:
             f = scale * report_scale
             _progress(f"  min_tension outer {outer:3d}: T in [{best.value * f:.12g}, {best.flow.cost * f:.12g}]  "
@@ -346,11 +351,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
                 P, st.I, st.J, st.L = start
                 newton_failed = True  # an L-BFGS warm-up from the new point
                 cert = _certify(Cs, P, st.I, st.J, st.L, method="alm", centered=False, iterations=outer, tol=tol)
-                if cert.value > best.value:
-                    top_P = cert.potential
-                if cert.flow.cost < top_flow[3]:
-                    top_flow = (st.I, st.J, st.L, cert.flow.cost)
-                best = _certify(Cs, top_P, *top_flow[:3], method="alm", centered=False, iterations=outer, tol=tol)
+                best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, st, Cs, outer, tol)
                 if verbose:
                     _progress(f"  min_tension restart from the scalar-weight dual (IRLS, {_IRLS_STEPS} steps): "
                               f"rel gap {best.relative_gap:.2e}, pairs {st.I.size}")
