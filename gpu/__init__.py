@@ -376,9 +376,10 @@ def _unit(G0, xp) -> tuple[int, bool]:
     (float32 input always) nothing over- or underflows and the kernels' arithmetic is
     scale-free already, so ``k = 0`` and no copy of ``G0`` is made.  ``span``: the
     scaling was needed but is inexact (``G0`` spans more than float64 allows)."""
-    if _fp.unit_shift(_fp.max_abs(G0, xp)) == 0:
+    top = _fp.max_abs(G0, xp)
+    if _fp.unit_shift(top) == 0:
         return 0, False
-    k = _fp.unit_scale(G0, xp)
+    k = _fp.unit_scale(G0, xp, top)
     return k, k == 0
 
 

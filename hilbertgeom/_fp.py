@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import replace
 
 import array_api_compat
 import numpy as np
@@ -102,7 +103,7 @@ def mul_pow2(X, k: int):
 
 
 # ----------------------------------------------------------------------- unit size at entry
-def unit_scale(X, xp=None) -> int:
+def unit_scale(X, xp=None, top: float | None = None) -> int:
     """``k`` with ``max |X| 2^k`` in ``[1/2, 1)`` where ``X 2^k`` is exact, else 0 (0 for ``X = 0``).
 
     A function of degree 0 or 1 in ``X`` that computes on ``X 2^k`` does the very
@@ -112,11 +113,13 @@ def unit_scale(X, xp=None) -> int:
     down is inexact only where an entry lands below the normal range of ``X``'s
     dtype with bits to lose (``X`` spans more than about ``2^1022`` in float64); ``k``
     is 0 then.  Any array namespace (``xp``, default ``X``'s): only Python scalars
-    reach the host (:mod:`hilbertgeom.gpu` runs it on device arrays).
+    reach the host (:mod:`hilbertgeom.gpu` runs it on device arrays).  ``top``: ``max |X|``
+    when the caller has it already.
     """
     if xp is None:
         xp = array_api_compat.array_namespace(X)
-    top = max_abs(X, xp)
+    if top is None:
+        top = max_abs(X, xp)
     if top == 0.0:
         return 0
     k = -math.frexp(top)[1]
@@ -150,6 +153,8 @@ def zero_sum_named(G0, center: bool, k: int, xp=None, rows: int | None = None):
         raise
 
 
+T_OVERFLOW = "T(G) exceeds the float64 range (its certified bracket overflows); scale G down"
+
 SPAN = ("G spans more than the float64 range allows (entries near 1e308 next to subnormal ones); "
         "scale or truncate it")
 
@@ -180,11 +185,9 @@ def scaled_certificate(ten, k: int):
     ``min_tension`` raises."""
     if k == 0:
         return ten
-    from dataclasses import replace
-
     cost = ldexp_inf(ten.flow.cost, k)
     if math.isinf(cost):
-        raise ValueError("T(G) exceeds the float64 range (its certified bracket overflows); scale G down")
+        raise ValueError(T_OVERFLOW)
     with np.errstate(over="ignore"):
         flow = replace(ten.flow, vectors=np.ldexp(ten.flow.vectors, k), residual=np.ldexp(ten.flow.residual, k),
                        cost=cost)

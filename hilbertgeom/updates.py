@@ -219,19 +219,6 @@ class UpdateReport:
     tension: float
 
 
-def _pow2(x: float) -> int:
-    """Exponent ``e`` with ``x = m 2^e``, ``0.5 <= m < 1`` (0 for ``x = 0``)."""
-    return math.frexp(x)[1] if x > 0 else 0
-
-
-def _ldexp(x: float, e: int) -> float:
-    """``x 2^e``; ``+-inf`` when that is beyond float64 (never an exception)."""
-    try:
-        return math.ldexp(x, e)
-    except OverflowError:
-        return math.copysign(math.inf, x)
-
-
 def evaluate_update(G: ArrayLike, S: ArrayLike, /, *, tension: TensionResult | None = None,
                     center: bool = False) -> UpdateReport:
     r"""Measure an update ``S`` for the gradient ``G`` against the exact oracle.
@@ -282,13 +269,13 @@ def evaluate_update(G: ArrayLike, S: ArrayLike, /, *, tension: TensionResult | N
         raise ValueError(f"S must have the shape of G {X.shape}; got {U.shape}")
     if tension is None:
         tension = min_tension(X)
-        if math.isinf(_ldexp(tension.flow.cost, -k)):
-            raise ValueError("T(G) exceeds the float64 range (its certified bracket overflows); scale G down")
+        if math.isinf(_fp.ldexp_inf(tension.flow.cost, -k)):
+            raise ValueError(_fp.T_OVERFLOW)
         t = (tension.value, tension.flow.cost)
     elif not isinstance(tension, TensionResult):
         raise TypeError("tension must be a TensionResult from min_tension(G)")
     else:
-        t = (_ldexp(tension.value, k), _ldexp(tension.flow.cost, k))
+        t = (_fp.ldexp_inf(tension.value, k), _fp.ldexp_inf(tension.flow.cost, k))
     return _update_report(X, U, t[0], t[0], t[1], g_shift=k)
 
 
@@ -308,30 +295,30 @@ def _update_report(X, U, t_value: float, t_lower: float, t_upper: float,
     U = xp.astype(U, xp.float64, copy=False)
     # exact power-of-two rescales (G to max |g| in [1/2, 1), S likewise), so that neither
     # overflow nor underflow decides a number
-    eG = _pow2(_fp.max_abs(X, xp))
+    eG = math.frexp(_fp.max_abs(X, xp))[1]
     Xs = _fp.mul_pow2(X, -eG)
-    eU = _pow2(_fp.max_abs(U, xp))
+    eU = math.frexp(_fp.max_abs(U, xp))[1]
     Us = _fp.mul_pow2(U, -eU)
     D_s = _extreme_pair(Us, 2.0, "max", None, search=search).distance
     lo_s = _extreme_pair(Us, 2.0, "min", None, search=search).distance
     # the ratio on the centred S, rescaled again: D(Uc) >= max_i ||uc_i|| >= 1/2 unless Uc = 0
     Uc = Us - xp.mean(Us, axis=0)
-    eC = _pow2(_fp.max_abs(Uc, xp))
+    eC = math.frexp(_fp.max_abs(Uc, xp))[1]
     Uc = _fp.mul_pow2(Uc, -eC)
     Dc = _extreme_pair(Uc, 2.0, "max", None, search=search).distance
     dec_c = -float(xp.sum(Xs * Uc))
-    Ts, Tlo, Thi = (_ldexp(t, -eG) for t in (t_value, t_lower, t_upper))
+    Ts, Tlo, Thi = (_fp.ldexp_inf(t, -eG) for t in (t_value, t_lower, t_upper))
     if Dc > 0 and Ts > 0:
         ratio = dec_c / (Dc * Ts)
         bounds = (dec_c / (Dc * Thi), dec_c / (Dc * Tlo) if Tlo > 0 else math.inf)
     else:  # G = 0, or S is a common row shift: no decrease, no change of the softmax
         ratio, bounds = 0.0, (0.0, 0.0)
-    D = _ldexp(D_s, eU)
-    dec = _ldexp(dec_c, eG + eU + eC - g_shift)
-    colsum = float(xp.max(xp.abs(xp.sum(Us, axis=0)))) / max(_ldexp(1.0, -eU), float(xp.sum(xp.abs(Us))))
+    D = _fp.ldexp_inf(D_s, eU)
+    dec = _fp.ldexp_inf(dec_c, eG + eU + eC - g_shift)
+    colsum = float(xp.max(xp.abs(xp.sum(Us, axis=0)))) / max(_fp.ldexp_inf(1.0, -eU), float(xp.sum(xp.abs(Us))))
     return UpdateReport(diameter=D, decrease=dec, decrease_ratio=ratio, decrease_ratio_bounds=bounds,
-                        column_sum=colsum, min_separation=_ldexp(lo_s, eU), max_separation=D,
-                        separation_ratio=(lo_s / D_s) if D_s > 0 else 1.0, tension=_ldexp(t_value, -g_shift))
+                        column_sum=colsum, min_separation=_fp.ldexp_inf(lo_s, eU), max_separation=D,
+                        separation_ratio=(lo_s / D_s) if D_s > 0 else 1.0, tension=_fp.ldexp_inf(t_value, -g_shift))
 
 
 def _exact_rule(G, *, tension=None):

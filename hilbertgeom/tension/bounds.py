@@ -4,6 +4,7 @@ I11 and I17 on ``T(G)``."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Literal, overload
 
 import numpy as np
@@ -200,10 +201,10 @@ def projected_rownorm(G: ArrayLike, /, *, eta: float = 1.0, eps: float = 0.0, ce
     # scale-free in G: computed on G at unit size (an exact power of two 2^k, where no column
     # sum or row norm over- or underflows) at eta = 1, then times eta; the decrease is formed
     # from mantissas and exponents and rounded once (a ValueError where it exceeds float64)
-    k = _fp.unit_scale(G0)
+    top = _fp.max_abs(G0)
+    k = _fp.unit_scale(G0, np, top)
     # k = 0 with entries off unit size: the scaling would be inexact, G is used as given,
     # and an overflow there (a column sum, a mean) must not pass for an answer
-    top = _fp.max_abs(G0)
     inexact = k == 0 and top != 0.0 and not 0.5 <= top < 1.0
     try:
         with (_fp.zero_sum_named(G0, center, k),
@@ -250,8 +251,6 @@ def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -
     >>> round(b.lower, 12), round(b.upper, 12)
     (1.0, 1.0)
     """
-    from dataclasses import replace
-
     G0 = _v.matrix(G, "G", min_rows=2)
     # T is homogeneous: bounded at unit size (an exact power of two 2^k: no column sum
     # overflows, no centring rounds in the subnormal range), the bounds scaled back once
@@ -284,7 +283,7 @@ def _tension_bounds(G0, X, centered: bool, tile: int, xp, search: Search | None 
     # the normal range, which moves each entry by at most 2^-1074 (accounted for)
     e2 = math.frexp(max_abs(X, xp))[1]
     Xs = mul_pow2(X, -e2)
-    exact = bool(xp.all(mul_pow2(Xs, e2) == X))
+    exact = e2 <= 0 or bool(xp.all(mul_pow2(Xs, e2) == X))  # scaling up is exact
     slack = 0.0 if exact else _TINY_SUB * (V * d + V * V * math.sqrt(d))
     # Dn == 0 only when all rows of G are equal, i.e. G = 0 up to rounding: T = 0 then
     lower = 0.0

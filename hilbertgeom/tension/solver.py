@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _fp
 from .. import _validate as _v
 from .._fp import mul_pow2, unit_scale
 from .._pairs import equal_row_classes, pairs_beyond
@@ -603,7 +604,7 @@ def _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, **kw):
                         residual=np.ldexp(r.flow.residual, e2), cost=_ldexp(r.flow.cost, e2))
         res = replace(r, value=_ldexp(r.value, e2), gap=_ldexp(r.gap, e2), flow=flow)
     if not (math.isfinite(res.value) and math.isfinite(res.flow.cost)):
-        raise ValueError("T(G) exceeds the float64 range (its certified bracket overflows); scale G down")
+        raise ValueError(_fp.T_OVERFLOW)
     return res
 
 
