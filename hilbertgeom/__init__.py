@@ -59,12 +59,14 @@ from .rows import Pair, center_rows, closest_pair, row_diameter
 from .tension import (
     Flow,
     TensionBounds,
+    TensionBracket,
     TensionResult,
     min_tension,
     projected_rownorm,
     rownorm,
     steepest_descent,
     tension_bounds,
+    tension_bracket,
 )
 from .tolerances import Tolerance, tolerance
 from .updates import (
@@ -112,12 +114,14 @@ __all__ = [
     # tension
     "Flow",
     "TensionBounds",
+    "TensionBracket",
     "TensionResult",
     "min_tension",
     "projected_rownorm",
     "rownorm",
     "steepest_descent",
     "tension_bounds",
+    "tension_bracket",
     # updates
     "UpdateReport",
     "bench_updates",

@@ -141,6 +141,7 @@ def test_gpu_and_proofs_import_without_cuda_and_core_does_not_import_them():
 DOCUMENTED_MODULES = ["hilbertgeom.metric", "hilbertgeom.rows", "hilbertgeom.head", "hilbertgeom.ball",
                       "hilbertgeom.tolerances", "hilbertgeom.exceptions",
                       "hilbertgeom.tension._results", "hilbertgeom.tension.bounds", "hilbertgeom.tension.solver",
+                      "hilbertgeom.tension.bracket",
                       "hilbertgeom.updates", "hilbertgeom.equalize", "hilbertgeom.gradients",
                       "hilbertgeom.testing._cases", "hilbertgeom.testing._steepest", "hilbertgeom.testing.plugin",
                       "hilbertgeom.testing.strategies", "hilbertgeom.cli", "hilbertgeom.plots",

@@ -223,6 +223,25 @@ def test_tension_bounds_decimal_scales(G, p):
     assert b.lower <= s * b0.upper * (1 + k) and s * b0.lower <= b.upper * (1 + k)
 
 
+@settings(max_examples=25)
+@given(ZS, A_ALL)
+@example(OVER, 1020)
+@example(SMALL, -1060)
+def test_tension_bracket(G, a):
+    """The bracket of ``2^a G`` is ``2^a`` times the unit bracket, bit for bit (the
+    grouping and the reduced solve run at unit size; only the two bounds are scaled),
+    or a ValueError naming ``G`` where the upper bound is beyond float64."""
+    a = cap(G, a)
+    b0 = hg.tension_bracket(G, rows=2, keep=1, steps=5)
+    if scaled_or_none(b0.upper, a) is None:
+        with pytest.raises(ValueError, match="G"):
+            hg.tension_bracket(x2(G, a), rows=2, keep=1, steps=5)
+        return
+    b = hg.tension_bracket(x2(G, a), rows=2, keep=1, steps=5)
+    assert (b.lower, b.upper) == (math.ldexp(b0.lower, a), math.ldexp(b0.upper, a))
+    assert np.array_equal(b.potential, b0.potential) and np.array_equal(b.labels, b0.labels)
+
+
 SOLVED = zero_sum(V=(2, 4), d=(1, 2))
 
 
@@ -565,6 +584,7 @@ MAGNITUDE_TESTS: dict[str, tuple[str, ...] | str] = {
                                        "test_magnitudes_rules.py::test_steepest_descent_where_T_overflows"),
     "hilbertgeom.tension_bounds": _t("test_magnitudes_rules.py::test_tension_bounds",
                                      "test_magnitudes_rules.py::test_tension_bounds_decimal_scales"),
+    "hilbertgeom.tension_bracket": _t("test_magnitudes_rules.py::test_tension_bracket"),
     # updates
     "hilbertgeom.evaluate_update": _t("test_magnitudes_rules.py::test_evaluate_update",
                                       "test_magnitudes_rules.py::test_evaluate_update_solves_at_unit_size",
@@ -606,9 +626,9 @@ MAGNITUDE_TESTS: dict[str, tuple[str, ...] | str] = {
 
 # result and value types: constructed by the functions above, no computation of their own
 # (Tolerance.bound is atol + rtol |scale|, checked by the tolerance tests)
-RESULT_TYPES = {"Contraction", "Pair", "EnclosingBall", "Flow", "TensionBounds", "TensionResult", "UpdateReport",
-                "EqualizationRun", "EqualizedResult", "EquidistantLimit", "SeparationResult", "Tolerance",
-                "SolverError", "GradientCase", "HeadGradient"}
+RESULT_TYPES = {"Contraction", "Pair", "EnclosingBall", "Flow", "TensionBounds", "TensionBracket", "TensionResult",
+                "UpdateReport", "EqualizationRun", "EqualizedResult", "EquidistantLimit", "SeparationResult",
+                "Tolerance", "SolverError", "GradientCase", "HeadGradient"}
 
 
 def public_callables() -> dict[str, object]:

@@ -14,7 +14,8 @@ whose value ``<G, Phi>`` is a lower bound on ``T(G)``, and a flow that balances
 ``G`` exactly, whose cost is an upper bound.  ``gap`` is their difference.
 
 The package is split by concept: :mod:`._results` (result types and the
-certificate), :mod:`.bounds` (RowNorm, projected RowNorm, cheap bounds),
+certificate), :mod:`.bounds` (RowNorm, projected RowNorm, cheap bounds), :mod:`.bracket`
+(a certified bracket at full vocabulary from a reduced solve),
 :mod:`.solver` (the scalable solver, :func:`min_tension`,
 :func:`steepest_descent`) and :mod:`.reference` (the CPU-only cvxpy
 reference programs).
@@ -24,15 +25,18 @@ from __future__ import annotations
 
 from ._results import Flow, TensionBounds, TensionResult
 from .bounds import centring_noise, projected_rownorm, rownorm, tension_bounds  # noqa: F401 (centring_noise: shared rule)
+from .bracket import TensionBracket, tension_bracket
 from .solver import min_tension, steepest_descent
 
 __all__ = [
     "Flow",
     "TensionBounds",
+    "TensionBracket",
     "TensionResult",
     "min_tension",
     "projected_rownorm",
     "rownorm",
     "steepest_descent",
     "tension_bounds",
+    "tension_bracket",
 ]

@@ -26,6 +26,7 @@ from ._results import (
     _rownorms,
 )
 from .bounds import rownorm
+from .bracket import _irls_weights
 from .reference import _cvxpy_solve
 
 __all__ = ["min_tension", "steepest_descent"]
@@ -219,47 +220,16 @@ _IRLS_GAP = 1e-2  # after the first outer step: restart from IRLS above this gap
 def _irls_flow(Cs: np.ndarray, steps: int, deadline: float):
     """A flow and a potential from the scalar-weight dual, for a restart of the ALM.
 
-    The Lagrangian dual of the potential form with the constraints squared is
-    ``min_{lambda >= 0} (1/2) sum_e lambda_e + (1/2) tr(G^T L_lambda^+ G)`` over the
-    pairs of the complete graph, with ``Phi = L_lambda^+ G`` and the flow
-    ``y_e = lambda_e (phi_i - phi_j)``; its minimiser is the optimal flow's
-    ``lambda``.  Iteratively reweighted least squares (``lambda_e <- lambda_e
-    ||phi_i - phi_j||``, normalised; each step one dense Cholesky factorisation shared
-    by the ``k`` columns) moves the weights onto the pairs that carry the optimal flow
-    in a few dozen steps where the ALM's own multipliers stay near the balanced flow
-    (cross-entropy rows).  Dense in ``V``: used for ``V <= _IRLS_MAX_V``.  Returns the
-    potential (diameter 1) and the flow on the pairs whose weight is at least
-    ``1e-3`` of the largest."""
-    from scipy.linalg import cho_factor, cho_solve
-
-    V = Cs.shape[0]
-    lam = np.ones((V, V))
-    np.fill_diagonal(lam, 0.0)
-
-    def potential(lam):
-        L = -lam
-        L[np.diag_indices(V)] = lam.sum(axis=1)
-        L += 1.0 / V  # L + 11^T/V is nonsingular; Phi is the same for centred G
-        return cho_solve(cho_factor(L, overwrite_a=True), Cs)
-
-    for _ in range(steps):
-        Phi = potential(lam.copy())
-        sq = np.einsum("ij,ij->i", Phi, Phi)
-        dist = sq[:, None] + sq[None, :] - 2.0 * (Phi @ Phi.T)
-        np.maximum(dist, 0.0, out=dist)
-        np.sqrt(dist, out=dist)
-        np.fill_diagonal(dist, 0.0)
-        lam *= dist
-        lam /= lam.sum()
-        if time.perf_counter() > deadline:
-            break
-    Phi = potential(lam.copy())
-    # the dual's optimal scaling: sum lambda = <G, Phi> at the minimiser over t of q(t lambda)
-    c = math.sqrt(max(float(np.sum(Cs * Phi)), 0.0) / (lam.sum() / 2.0))
-    if not c > 0:
+    :func:`hilbertgeom.tension.bracket._irls_weights` (reweighted least squares on
+    ``min_{lambda >= 0} (1/2) sum_e lambda_e + (1/2) tr(G^T L_lambda^+ G)``, whose
+    minimiser is the optimal flow's ``lambda``) moves the weights onto the pairs that
+    carry the optimal flow in a few dozen steps where the ALM's own multipliers stay
+    near the balanced flow (cross-entropy rows).  Dense in ``V``: used for
+    ``V <= _IRLS_MAX_V``.  Returns the potential (diameter 1) and the flow on the pairs
+    whose weight is at least ``_IRLS_KEEP`` of the largest."""
+    lam, Phi, _ = _irls_weights(Cs, steps, deadline)
+    if not float(np.sum(Cs * Phi)) > 0:  # no useful scaling of the dual
         return None
-    lam *= c
-    Phi /= c
     iu, ju = np.nonzero(np.triu(lam >= _IRLS_KEEP * lam.max(), 1))
     Y = lam[iu, ju][:, None] * (Phi[iu] - Phi[ju])
     P = Phi - Phi.mean(axis=0)
