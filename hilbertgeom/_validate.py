@@ -122,7 +122,7 @@ def vector(x, name: str, *, length: int | None = None) -> np.ndarray:
 ZERO_SUM_RTOL = 1e-6  # |1^T G|_k <= 1e-6 sum_i |G_ik| counts as zero-sum (then projected)
 
 
-def zero_sum_mean(G, xp, center: bool, rows: int | None = None):
+def zero_sum_mean(G, xp, center: bool, rows: int | None = None, return_abs: bool = False):
     """Column means of ``G`` in float64 after the zero-sum rule: ``1^T G = 0`` to
     ``1e-6`` of each column's absolute sum (plus ``V`` times the smallest
     subnormal), else ``ValueError`` -- unless ``center``.
@@ -131,7 +131,9 @@ def zero_sum_mean(G, xp, center: bool, rows: int | None = None):
     or float64), read ``rows`` rows at a time (all at once by default; the
     device passes chunks within its tile budget), so no ``V x d`` float64 copy
     is made.  The one zero-sum rule of the library (:func:`zero_sum_matrix`,
-    :mod:`hilbertgeom.gpu`).
+    :mod:`hilbertgeom.gpu`).  ``return_abs``: also return the column sums of ``|G|``
+    (computed for the rule anyway; :func:`hilbertgeom.tension.bounds.centring_noise`
+    needs them).
     """
     V = G.shape[0]
     rows = V if rows is None else max(1, int(rows))
@@ -141,7 +143,7 @@ def zero_sum_mean(G, xp, center: bool, rows: int | None = None):
         C = xp.astype(G[a : min(a + rows, V), :], xp.float64, copy=False)
         s = xp.sum(C, axis=0)
         col = s if col is None else col + s
-        if not center:
+        if not center or return_abs:
             s = xp.sum(xp.abs(C), axis=0)
             scale = s if scale is None else scale + s
     # 1e-6 of the column's absolute sum: rounding in how G was computed (p_c - 1 for a
@@ -149,7 +151,7 @@ def zero_sum_mean(G, xp, center: bool, rows: int | None = None):
     if not center and float(xp.max(xp.abs(col) - ZERO_SUM_RTOL * scale - V * 2.0**-1074)) > 0:
         k = int(xp.argmax(xp.abs(col)))
         raise not_zero_sum(float(col[k]), k)
-    return col / V
+    return (col / V, scale) if return_abs else col / V
 
 
 def zero_sum_matrix(G, center: bool):

@@ -84,15 +84,16 @@ def centring_noise(G0: np.ndarray) -> float:
     return _centring_noise(G0, np)
 
 
-def _centring_noise(G0, xp, rows: int | None = None) -> float:
+def _centring_noise(G0, xp, rows: int | None = None, absum=None) -> float:
     """:func:`centring_noise` for ``G0`` of any array namespace, read ``rows`` rows at a
-    time (the norm of the column sums is taken scaled: no overflow)."""
+    time (the norm of the column sums is taken scaled: no overflow); ``absum``: the
+    column sums of ``|G0|`` when the caller has them already."""
     V = G0.shape[0]
     rows = V if rows is None else max(1, int(rows))
-    absum = None
-    for a in range(0, V, rows):
-        s = xp.sum(xp.abs(xp.astype(G0[a : min(a + rows, V), :], xp.float64, copy=False)), axis=0)
-        absum = s if absum is None else absum + s
+    if absum is None:
+        for a in range(0, V, rows):
+            s = xp.sum(xp.abs(xp.astype(G0[a : min(a + rows, V), :], xp.float64, copy=False)), axis=0)
+            absum = s if absum is None else absum + s
     return 4.0 * _U64 * float(_rownorms(xp.reshape(absum, (1, -1)), xp)[0])
 
 
@@ -116,8 +117,9 @@ def _projected_rownorm(G0, xp, center: bool, eta: float, eps: float, return_decr
     With one chunk (the default) ``P RN(P G)`` is kept, not recomputed."""
     V, d = G0.shape
     rows = V if rows is None else max(1, int(rows))
-    m = xp.reshape(_v.zero_sum_mean(G0, xp, center, rows), (1, d))
-    cut = max(eps, _centring_noise(G0, xp, rows))
+    mean, absum = _v.zero_sum_mean(G0, xp, center, rows, return_abs=True)
+    m = xp.reshape(mean, (1, d))
+    cut = max(eps, _centring_noise(G0, xp, rows, absum=absum))
 
     def normalized(a: int, b: int):
         raw = G0[a:b, :]
