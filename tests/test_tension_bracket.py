@@ -106,16 +106,35 @@ def test_spread_is_jungs_bound_and_sharp_on_the_simplex(k, d):
 
 def test_real_shaped_gradient_is_narrower_than_tension_bounds():
     """On a cross-entropy gradient of the real shape (a few large rows, a tail of small
-    near-parallel rows), the reduced solve brackets ``T`` tighter than the cheap bounds
-    (3.5x narrower when this test was written; at least 2x asserted), and the two
-    certified brackets overlap."""
+    near-parallel rows), the reduced solve brackets ``T`` tighter than the cheap bounds,
+    and the flow on the hub pairs, refined on ``G`` itself, removes the spread: 3.7x
+    and 32.6x narrower than ``tension_bounds`` when this test was written (2x and 10x
+    asserted).  All three certified brackets overlap."""
     G = gr.synthetic_head_gradient(3000, 16, batch=64, seed=0).G
     cheap = hg.tension_bounds(G)
-    b = hg.tension_bracket(G, rows=256, steps=60)
-    assert b.lower <= cheap.upper and cheap.lower <= b.upper
-    assert b.reduced_rows <= 256
-    assert (b.upper - b.lower) * 2 < cheap.upper - cheap.lower, (b, cheap)
-    check_potential(b, G)
+    spread = hg.tension_bracket(G, rows=256, steps=60, hub_steps=0)
+    hub = hg.tension_bracket(G, rows=256, steps=60)
+    for b in (spread, hub):
+        assert b.lower <= cheap.upper and cheap.lower <= b.upper
+        assert b.reduced_rows <= 256
+        check_potential(b, G)
+    assert spread.lower <= hub.upper and hub.lower <= spread.upper
+    assert spread.upper_source.startswith("reduced flow") and hub.upper_source.startswith("flow on the pairs of 64 hub")
+    assert (spread.upper - spread.lower) * 2 < cheap.upper - cheap.lower, (spread, cheap)
+    assert (hub.upper - hub.lower) * 10 < cheap.upper - cheap.lower, (hub, cheap)
+
+
+def test_hub_flow_is_certified_where_rows_are_grouped():
+    """The hub flow's bracket contains the exact T wherever it replaces the spread
+    (small cases with ``rows < V`` and hubs)."""
+    hubs = 0
+    for seed in range(3):
+        for G in hg.gradient_suite(24, 4, seed=seed).values():
+            lo, hi = exact_T(G)
+            b = hg.tension_bracket(G, rows=10, keep=4, steps=60, hub_steps=20)
+            assert b.lower <= hi and b.upper >= lo, (b, lo, hi)
+            hubs += b.upper_source.startswith("flow on the pairs")
+    assert hubs > 0
 
 
 def test_statuses_and_time_limit(capsys):
@@ -136,7 +155,8 @@ def test_zero_and_bad_input():
     b = hg.tension_bracket(np.zeros((4, 3)))
     assert (b.lower, b.upper, b.status) == (0.0, 0.0, "optimal")
     G = hg.gradient_suite(24, 4, seed=0)["gaussian"]
-    for kw, msg in [({"rows": 0}, "rows"), ({"rows": 4, "keep": 4}, "keep"), ({"keep": -1}, "keep"),
+    for kw, msg in [({"rows": 0}, "rows"), ({"hub_steps": -1}, "hub_steps"), ({"rows": 4, "keep": 4}, "keep"),
+                    ({"keep": -1}, "keep"),
                     ({"steps": 0}, "steps"), ({"tol": 0.0}, "tol"), ({"time_limit": -1.0}, "time_limit"),
                     ({"seed": -1}, "seed")]:
         with pytest.raises(ValueError, match=msg):

@@ -57,6 +57,10 @@ class TensionBracket:
     status : str
         ``"optimal"`` (relative gap within ``tol``), ``"step_limit"`` or
         ``"time_limit"``; the bracket is rigorous in every case.
+    upper_source : str
+        Which flow gave ``upper``: the reduced flow spread over the groups (plus
+        ``spread``), or the flow on the pairs of the hub rows (the ``keep``
+        largest) with all rows, refined on ``G`` itself.
     """
 
     lower: float
@@ -68,6 +72,7 @@ class TensionBracket:
     spread: float
     steps: int
     status: str
+    upper_source: str
 
     @property
     def relative_gap(self) -> float:
@@ -213,7 +218,7 @@ def _repair(Phi: np.ndarray, rounds: int = 60) -> np.ndarray:
     return Q / D if D > 0 else Q
 
 
-def _flow_bound(R, lam, Phi, u=_U64):
+def _flow_bound(lam, Phi, u=_U64):
     """For the flow ``y_ab = lam_ab (phi_a - phi_b)``: an upper bound on its cost
     ``sum_{a<b} lam_ab ||phi_a - phi_b||`` and, per row, on ``sum_b lam_ab ||phi_a - phi_b||``
     (GEMM-screened distances of the shared tiled primitive, each raised by its
@@ -239,9 +244,134 @@ def _flow_bound(R, lam, Phi, u=_U64):
     return total * grow, out * grow, Div, Err
 
 
+def _cross_distances_upper(P, Q, u=_U64):
+    """Upper bounds on ``||p_i - q_j||`` for all pairs, a ``(len(P), len(Q))`` array:
+    rows centred on the mean ``c`` of ``Q``, ``f = n_i + n_j - 2 p_i . q_j`` raised by
+    ``E = 2 (gamma_d + 4u)(r_i + r_j)^2`` (``r`` the centred norms rounded up) --
+    the bound of the shared tiled primitive (:func:`hilbertgeom._pairs.sq_distance_tiles`,
+    whose docstring derives it), for two different sets of rows."""
+    d = P.shape[1]
+    gamma = d * u / (1.0 - d * u)
+    up = 1.0 + 2.0 * (d + 2) * u
+    c = Q.mean(axis=0)
+    Pc, Qc = P - c, Q - c
+    npp, nq = np.einsum("ij,ij->i", Pc, Pc), np.einsum("ij,ij->i", Qc, Qc)
+    F = Pc @ Qc.T
+    F *= -2.0
+    F += npp[:, None]
+    F += nq[None, :]
+    np.maximum(F, 0.0, out=F)
+    E = np.add(np.sqrt(npp)[:, None] * up, np.sqrt(nq)[None, :] * up)
+    np.square(E, out=E)
+    F += 2.0 * (gamma + 4.0 * u) * E + 8.0 * (d + 2) * float(np.finfo(float).tiny)
+    return np.sqrt(F, out=F)
+
+
+def _hub_flow(X, hubs, rest, MAA, MBA, steps, deadline, power, verbose, t0, scale):
+    """Reweighted least squares on the pairs hub-hub and other-hub only (no pair of
+    two non-hub rows): ``L = [[L_AA, -M_BA^T], [-M_BA, diag(M_BA 1)]]``, solved through
+    its Schur complement on the hubs (``a x a``, one Cholesky factorisation), so a
+    step costs ``O(b a^2 + b a d)`` for ``b`` other rows and ``a`` hubs.  Starts from
+    the weights given (the reduced flow spread over the members).  Returns the
+    weights and the potentials of the hubs and of the other rows."""
+    from scipy.linalg import cho_factor, cho_solve
+
+    XA, XB = X[hubs], X[rest]
+    a = XA.shape[0]
+
+    def potential(MAA, MBA):
+        DB = MBA.sum(axis=1)
+        K = -MAA
+        K[np.diag_indices(a)] += MAA.sum(axis=1) + MBA.sum(axis=0)
+        Mq = MBA / DB[:, None]
+        K -= Mq.T @ MBA
+        K += 1.0 / a  # the Schur complement of a connected Laplacian is one: fix its translation
+        rhs = XA + Mq.T @ XB
+        try:
+            PA = cho_solve(cho_factor(K, overwrite_a=False), rhs)
+        except np.linalg.LinAlgError:
+            K[np.diag_indices(a)] += 1e-12 * float(np.abs(K).max()) + 1e-300
+            PA = cho_solve(cho_factor(K, overwrite_a=True), rhs)
+        PB = (XB + MBA @ PA) / DB[:, None]
+        return PA, PB
+
+    top = max(float(MAA.max()), float(MBA.max()))
+    floor = 1e-15 * top if top > 0 else 1.0  # every row keeps a weight to every hub
+    np.maximum(MAA, floor, out=MAA)
+    np.fill_diagonal(MAA, 0.0)
+    np.maximum(MBA, floor, out=MBA)
+    PA, PB = potential(MAA.copy(), MBA)
+    for step in range(1, steps + 1):
+        sq = np.einsum("ij,ij->i", PA, PA)
+        dAA = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * (PA @ PA.T), 0.0))
+        np.fill_diagonal(dAA, 0.0)
+        sb = np.einsum("ij,ij->i", PB, PB)
+        dBA = PB @ PA.T
+        dBA *= -2.0
+        dBA += sb[:, None]
+        dBA += sq[None, :]
+        np.maximum(dBA, 0.0, out=dBA)
+        np.sqrt(dBA, out=dBA)
+        if verbose and (step % 10 == 0 or step == 1):
+            cost = 0.5 * float(np.sum(MAA * dAA)) + float(np.sum(MBA * dBA))
+            _progress(f"  tension_bracket: hub step {step:4d}  flow cost ~ {cost * scale:.10g}  "
+                      f"{time.perf_counter() - t0:.1f} s")
+        MAA *= dAA**power
+        MBA *= dBA**power
+        tot = 0.5 * float(MAA.sum()) + float(MBA.sum())
+        MAA /= tot
+        MBA /= tot
+        floor = 1e-15 * max(float(MAA.max()), float(MBA.max()))
+        np.maximum(MAA, floor, out=MAA)
+        np.fill_diagonal(MAA, 0.0)
+        np.maximum(MBA, floor, out=MBA)
+        PA, PB = potential(MAA.copy(), MBA)
+        if time.perf_counter() > deadline:
+            break
+    return MAA, MBA, PA, PB
+
+
+def _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB, u=_U64):
+    """An upper bound on ``T(X)`` from the hub flow ``y_ij = M_ij (phi_i - phi_j)``: its
+    cost (distances raised by their error bounds), plus Jung on its residual
+    ``X - L Phi`` with the elementwise error of ``L Phi`` added."""
+    V, d = X.shape
+    a, b = len(hubs), len(rest)
+    cAA, _, DivAA, ErrAA = _flow_bound(MAA, PA)
+    dBA = _cross_distances_upper(PB, PA)
+    cBA = float(np.sum(MBA * dBA)) * (1.0 + (2.0 * math.log2(max(a * b, 2)) + 8.0) * u)
+    degA, degB = MBA.sum(axis=0), MBA.sum(axis=1)
+    Div = np.empty((V, d))
+    Div[hubs] = DivAA + degA[:, None] * PA - MBA.T @ PB
+    Div[rest] = degB[:, None] * PB - MBA @ PA
+    g = (a + b + 2) * u / (1.0 - (a + b + 2) * u)
+    Err = np.empty((V, d))
+    Err[hubs] = ErrAA + g * (degA[:, None] * np.abs(PA) + MBA.T @ np.abs(PB)) * (1.0 + 4.0 * u)
+    Err[rest] = g * (degB[:, None] * np.abs(PB) + MBA @ np.abs(PA)) * (1.0 + 4.0 * u)
+    rho = X - Div
+    rn = _rownorms(rho) * (1.0 + (d + 4) * u) + 2.0 * u * (n + _rownorms(Div)) + _rownorms(Err) * (1.0 + (d + 4) * u)
+    rest_cost = jung_radius(min(V - 1, d)) * float(rn.sum()) * (1.0 + (V + 4) * u)
+    return (cAA + cBA + rest_cost) * (1.0 + 4.0 * u)
+
+
+def _certified_value(X, P):
+    """``(<X, Pc> / D(Pc) rounded down, Pc / D)`` for ``Pc = P`` centred, ``D`` its exact
+    diameter (``(0, 0)`` for a useless potential)."""
+    V, d = X.shape
+    Pc = P - P.mean(axis=0)
+    D = row_diameter(Pc)
+    lower = 0.0
+    if D > 0:
+        lower = max(float(np.sum(X * Pc)) * (1.0 - 4.0 * (V * d + 2) * _U64) / D, 0.0)
+        Pc = Pc / D
+    if lower == 0.0:
+        Pc = np.zeros_like(Pc)
+    return lower, Pc
+
+
 def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, keep: int | None = None,
-                    steps: int = 100, tol: float = 1e-3, time_limit: float | None = None, seed: int = 0,
-                    verbose: bool | None = None) -> TensionBracket:
+                    steps: int = 100, hub_steps: int = 10, tol: float = 1e-3, time_limit: float | None = None,
+                    seed: int = 0, verbose: bool | None = None) -> TensionBracket:
     r"""A certified bracket on ``T(G)`` for gradients of any vocabulary size.
 
     Between :func:`~hilbertgeom.tension_bounds` (no solve, brackets 10--30%
@@ -284,7 +414,14 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
         Rows of largest norm kept alone, ``0 <= keep < rows`` (default
         ``rows // 4``); the other ``rows - keep`` reduced rows are groups.
     steps : int
-        Reweighted least-squares steps, ``>= 1`` (default 100).
+        Reweighted least-squares steps on the reduced problem, ``>= 1``
+        (default 100).
+    hub_steps : int
+        When rows were grouped: reweighted least-squares steps on ``G``
+        itself over the pairs of the ``keep`` largest rows (the hubs) with all
+        rows, started from the reduced flow spread over the members, ``>= 0``
+        (default 10; 0 skips it).  Its flow needs no spread; ``upper`` is the
+        smaller of the two.
     tol : float
         Relative gap for status ``"optimal"`` (default ``1e-3``); the steps
         do not stop early, the status only reports it.
@@ -324,6 +461,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     if keep >= rows:
         raise ValueError(f"keep must be below rows ({rows}); got {keep}")
     steps = _v.integer(steps, "steps", minimum=1)
+    hub_steps = _v.integer(hub_steps, "hub_steps", minimum=0)
     tol = _v.scalar(tol, "tol", minimum=0.0, strict=True)
     seed = _v.integer(seed, "seed", minimum=0)
     if time_limit is not None:
@@ -336,7 +474,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     n = _rownorms(X)
     if float(n.sum()) == 0.0:
         Z = np.zeros((V, d))
-        return TensionBracket(0.0, 0.0, Z, np.zeros(V, np.intp), 1, 0.0, 0.0, 0, "optimal")
+        return TensionBracket(0.0, 0.0, Z, np.zeros(V, np.intp), 1, 0.0, 0.0, 0, "optimal", "G = 0")
     # 1. reduction
     if V <= rows:
         labels = np.arange(V)
@@ -355,7 +493,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     else:  # one group: no flow, one point
         lam, Phi, done = np.zeros((1, 1)), np.zeros((1, d)), 0
     # 3. upper bound: lifted flow plus Jung on the rest rho
-    cost, out, Div, Err = _flow_bound(R, lam, Phi)
+    cost, out, Div, Err = _flow_bound(lam, Phi)
     w = _lift_weights(X, labels, R)
     W = np.bincount(labels, weights=w, minlength=m)
     cnt = np.bincount(labels, minlength=m)
@@ -371,21 +509,29 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     jung = jung_radius(min(V - 1, d))
     spread = jung * float(rn.sum()) * (1.0 + (V + 4) * _U64)
     upper = (cost * (1.0 + delta) ** 2 + spread) * (1.0 + 4.0 * _U64)
+    upper_source = "reduced flow, spread over the groups, plus the spread"
+    hubs = np.flatnonzero(labels < keep)
+    rest = np.flatnonzero(labels >= keep)
+    if V > rows and hub_steps > 0 and hubs.size and rest.size and time.perf_counter() <= deadline:
+        # 3b. the flow on the hub pairs and the other-hub pairs of G itself (no grouping, so no
+        # spread), started from the reduced flow spread over the members
+        MAA = lam[np.ix_(labels[hubs], labels[hubs])].copy()
+        MBA = w[rest, None] * lam[np.ix_(labels[rest], labels[hubs])]
+        MAA, MBA, PA, PB = _hub_flow(X, hubs, rest, MAA, MBA, hub_steps, deadline, _POWER, verbose, t0,
+                                     math.ldexp(1.0, -k))
+        hub_upper = _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB)
+        if verbose:
+            _progress(f"  tension_bracket: hub flow {ldexp_inf(hub_upper, -k):.10g} against the spread reduced flow "
+                      f"{ldexp_inf(upper, -k):.10g}  {time.perf_counter() - t0:.1f} s")
+        if hub_upper < upper:
+            upper, upper_source = hub_upper, f"flow on the pairs of {hubs.size} hub rows with all rows"
     # 4. lower bound: the reduced points at diameter 1, each row on its best point
     P = _repair(Phi)
     pick = np.empty(V, np.intp)
     chunk = max(1, (1 << 24) // max(m, 1))
     for a in range(0, V, chunk):
         pick[a : a + chunk] = np.argmax(X[a : a + chunk] @ P.T, axis=1)
-    Pc = P[pick]
-    Pc = Pc - Pc.mean(axis=0)
-    D = row_diameter(Pc)
-    lower = 0.0
-    if D > 0:
-        lower = max(float(np.sum(X * Pc)) * (1.0 - 4.0 * (V * d + 2) * _U64) / D, 0.0)
-        Pc = Pc / D
-    if lower == 0.0:
-        Pc = np.zeros_like(Pc)
+    lower, Pc = _certified_value(X, P[pick])
     lo, hi = ldexp_inf(lower, -k), ldexp_inf(upper, -k)
     if math.isinf(hi):
         raise ValueError("tension_bracket: " + _fp.T_OVERFLOW)
@@ -396,4 +542,4 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
                   f"{ldexp_inf(cost, -k):.10g}, spread {ldexp_inf(spread, -k):.3g})  {time.perf_counter() - t0:.1f} s")
     return TensionBracket(lower=lo, upper=hi, potential=Pc, labels=labels, reduced_rows=m,
                           reduced_cost=ldexp_inf(cost, -k), spread=ldexp_inf(spread, -k), steps=done,
-                          status=status)
+                          status=status, upper_source=upper_source)
