@@ -197,14 +197,10 @@ def _irls_weights(S: np.ndarray, steps: int, deadline: float, *, verbose: bool =
     return lam, Phi, done
 
 
-def _repair(Phi: np.ndarray, rounds: int = 60) -> np.ndarray:
-    """A potential of diameter at most 1 near ``Phi``: rows farther than 1 from some row
-    are pulled toward the centroid by ``1/sqrt(their largest distance)``, repeatedly;
-    then everything is divided by the exact diameter.  (Dividing ``Phi`` by its
-    diameter alone loses the most to a few outlying pairs.)"""
+def _pull(Phi: np.ndarray, rounds: int = 60) -> np.ndarray:
+    """Rows farther than 1 from some row pulled toward the centroid by ``1/sqrt(their
+    largest distance)``, repeatedly."""
     Q = Phi - Phi.mean(axis=0)
-    if Q.shape[0] < 2:
-        return Q
     for _ in range(rounds):
         sq = np.einsum("ij,ij->i", Q, Q)
         dist = sq[:, None] + sq[None, :] - 2.0 * (Q @ Q.T)
@@ -214,8 +210,46 @@ def _repair(Phi: np.ndarray, rounds: int = 60) -> np.ndarray:
         c = Q.mean(axis=0)
         f = np.where(far > 1.0, 1.0 / np.sqrt(np.where(far > 1.0, far, 1.0)), 1.0)
         Q = c + (Q - c) * f[:, None]
-    D = row_diameter(Q)
-    return Q / D if D > 0 else Q
+    return Q
+
+
+def _shake(Phi: np.ndarray, weight: np.ndarray, rounds: int = 100) -> np.ndarray:
+    """Each pair farther apart than 1 is brought to distance 1 along its own direction,
+    the row with the smaller ``weight`` (gradient row norm: the cheaper one to move)
+    moving more (shares ``w_j / (w_i + w_j)`` and ``w_i / (w_i + w_j)``); every row
+    moves by the average of its pairs' corrections, repeatedly."""
+    Q = Phi - Phi.mean(axis=0)
+    share = weight[None, :] / np.maximum(weight[:, None] + weight[None, :], np.finfo(float).tiny)
+    for _ in range(rounds):
+        sq = np.einsum("ij,ij->i", Q, Q)
+        dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * (Q @ Q.T), 0.0))
+        np.fill_diagonal(dist, 0.0)
+        viol = dist > 1.0
+        if not viol.any():
+            break
+        W = np.where(viol, (dist - 1.0) / np.where(viol, dist, 1.0), 0.0) * share
+        cnt = np.maximum(viol.sum(axis=1), 1)[:, None]
+        Q = Q + (W @ Q - W.sum(axis=1)[:, None] * Q) / cnt
+    return Q
+
+
+def _repair(Phi: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """A potential of diameter 1 near ``Phi`` (dividing ``Phi`` by its diameter alone
+    loses the most to a few outlying pairs): the better for ``<S, .>`` of
+    :func:`_shake` (pairs brought to distance 1, the cheaper row moving more) and
+    :func:`_pull` (far rows pulled toward the centroid), each then divided by its
+    exact diameter."""
+    if Phi.shape[0] < 2:
+        return Phi - Phi.mean(axis=0)
+    best, top = Phi, -math.inf
+    for Q in (_shake(Phi, _rownorms(S)), _pull(Phi)):
+        Q = Q - Q.mean(axis=0)
+        D = row_diameter(Q)
+        Q = Q / D if D > 0 else Q
+        v = float(np.sum(S * Q))
+        if v > top:
+            best, top = Q, v
+    return best
 
 
 def _flow_bound(lam, Phi, u=_U64):
@@ -395,8 +429,13 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
       over the members by these shares balances ``G - rho`` at the same cost;
       the rest ``rho`` (the members' parts off their group's direction, and
       the reduced flow's own residual) is bounded by Jung:
-      ``T(rho) <= J_k sum_i ||rho_i||`` (subadditivity of ``T``).  Every
-      rounding is bounded and added.
+      ``T(rho) <= J_k sum_i ||rho_i||`` (subadditivity of ``T``);
+    * a second upper bound, with no such rest: the spread flow is refined on
+      ``G`` itself over the pairs of the ``keep`` largest rows (the hubs) with
+      all rows, ``hub_steps`` reweighting steps through the Schur complement on
+      the hubs; ``upper`` is the smaller of the two.
+
+    Every rounding is bounded and added.
 
     Parameters
     ----------
@@ -526,7 +565,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
         if hub_upper < upper:
             upper, upper_source = hub_upper, f"flow on the pairs of {hubs.size} hub rows with all rows"
     # 4. lower bound: the reduced points at diameter 1, each row on its best point
-    P = _repair(Phi)
+    P = _repair(Phi, S)
     pick = np.empty(V, np.intp)
     chunk = max(1, (1 << 24) // max(m, 1))
     for a in range(0, V, chunk):
