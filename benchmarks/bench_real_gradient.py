@@ -110,7 +110,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=4096, help="the largest rows kept for the projected cases")
     ap.add_argument("--dims", type=int, nargs="+", default=[32, 384])
-    ap.add_argument("--steps", type=int, default=100, help="reweighting steps of tension_bracket")
+    ap.add_argument("--steps", type=int, default=200, help="reweighting steps of tension_bracket")
     ap.add_argument("--reduced", type=int, default=2048, help="rows of tension_bracket's reduced problem")
     ap.add_argument("--train-steps", type=int, nargs="+", default=[0, 20], help="head-only training steps")
     ap.add_argument("--min-tension", type=float, default=0.0, metavar="SECONDS",

@@ -404,7 +404,7 @@ def _certified_value(X, P):
 
 
 def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, keep: int | None = None,
-                    steps: int = 100, hub_steps: int = 10, tol: float = 1e-3, time_limit: float | None = None,
+                    steps: int = 200, hub_steps: int = 10, tol: float = 1e-3, time_limit: float | None = None,
                     seed: int = 0, verbose: bool | None = None) -> TensionBracket:
     r"""A certified bracket on ``T(G)`` for gradients of any vocabulary size.
 
@@ -454,7 +454,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
         ``rows // 4``); the other ``rows - keep`` reduced rows are groups.
     steps : int
         Reweighted least-squares steps on the reduced problem, ``>= 1``
-        (default 100).
+        (default 200).
     hub_steps : int
         When rows were grouped: reweighted least-squares steps on ``G``
         itself over the pairs of the ``keep`` largest rows (the hubs) with all
