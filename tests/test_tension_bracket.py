@@ -6,6 +6,9 @@ Jung's bound is attained), and brute-force pairwise distances."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from helpers import U64, brute_pairs, kernel_rtol
@@ -44,7 +47,8 @@ def test_bracket_contains_the_exact_value(name, G):
     for rows, keep in ((64, None), (8, 2), (5, 0)):
         b = hg.tension_bracket(G, rows=rows, keep=keep, steps=60)
         assert b.lower <= hi and b.upper >= lo, (rows, keep, b.lower, b.upper, lo, hi)
-        assert b.reduced_rows == (G.shape[0] if rows >= G.shape[0] else b.reduced_rows)
+        if rows >= G.shape[0]:
+            assert b.reduced_rows == G.shape[0] and (b.labels == np.arange(G.shape[0])).all()
         assert b.reduced_rows <= min(rows, G.shape[0])
         check_potential(b, G)
     full = hg.tension_bracket(G, rows=64, steps=60)
@@ -172,3 +176,66 @@ def test_zero_and_bad_input():
         hg.tension_bracket(bad)
     with pytest.raises(ValueError):
         hg.tension_bracket(G[:1])
+
+
+def test_opposite_rows_in_one_group():
+    """``rows=2``: the largest row alone and every other row in one group, whose rows
+    point every way; the shares clip the members against their group's sum (a member
+    opposite to it takes no share).  The bracket still contains T."""
+    for seed in range(3):
+        for G in hg.gradient_suite(24, 4, seed=seed).values():
+            lo, hi = exact_T(G)
+            for rows, keep in ((2, 1), (3, 1), (3, 2)):
+                b = hg.tension_bracket(G, rows=rows, keep=keep, steps=30)
+                assert b.lower <= hi and b.upper >= lo, (seed, rows, keep, b.lower, b.upper, lo, hi)
+
+
+def test_centred_input_contains_the_exact_value():
+    for name, G in hg.gradient_suite(24, 4, seed=2).items():
+        H = G + np.arange(4.0)  # non-zero column sums: projected first
+        r = hg.min_tension(H, center=True, tol=1e-9)
+        b = hg.tension_bracket(H, center=True, rows=8, keep=2, steps=40)
+        assert b.lower <= r.value + r.gap and b.upper >= r.value, name
+
+
+def test_exact_rank_one_cases_without_tolerance():
+    """Rows ``a_i u`` with integer ``a`` (zero sum) and ``u = 2^j (3, 4, 0, ...)``: every
+    entry and ``T = 5 2^j sum_{a_i > 0} a_i`` are exact, so the bracket is compared with
+    ``T`` in rational arithmetic, no tolerance: this sees every rounding allowance of
+    the bound (dropping the one on ``<G, Phi>`` puts ``lower`` above ``T``)."""
+    rng = np.random.default_rng(7)
+    cases = 0
+    for V, d in ((3, 2), (9, 2), (30, 3), (120, 6)):
+        for j in (-40, 0, 30):
+            a = rng.integers(-9, 10, size=V).astype(float)
+            a[-1] -= a.sum()
+            u = np.zeros(d)
+            u[:2] = (3.0 * 2.0**j, 4.0 * 2.0**j)
+            G = np.outer(a, u)
+            T = Fraction(5) * Fraction(2.0**j) * Fraction(int(a[a > 0].sum()))
+            for rows, keep, hub in ((64, 16, 10), (4, 1, 10), (2, 1, 0), (1, 0, 0)):
+                b = hg.tension_bracket(G, rows=rows, keep=keep, steps=20, hub_steps=hub)
+                assert Fraction(b.lower) <= T <= Fraction(b.upper), (V, d, j, rows, keep, b.lower, b.upper, T)
+                cases += 1
+    assert cases == 48
+
+
+def test_extreme_magnitudes():
+    """Results in the subnormal range are rounded outward (a rounding to nearest could
+    cross ``T``); the top of the float64 range is bracketed; a subnormal tail does not
+    stop the grouping; and a ``G`` with no exact scaling to unit size is a clear error."""
+    G = np.outer([3.0, 4.0, -7.0], [1.0, 1.0]) * 2.0**-1060  # T = 7 sqrt(2) 2^-1060: T^2 = 98 2^-2120
+    b = hg.tension_bracket(G)
+    T2 = Fraction(98) * Fraction(2.0**-1060) ** 2
+    assert Fraction(b.lower) ** 2 <= T2 <= Fraction(b.upper) ** 2
+    assert 0.0 < b.lower < b.upper < np.finfo(float).tiny
+    top = np.array([[2.0**1023], [-(2.0**1023)]])  # T = 2^1023 (V = 2: T = ||g_1||)
+    b = hg.tension_bracket(top)
+    assert b.lower <= 2.0**1023 <= b.upper and math.isfinite(b.upper)
+    t = 5e-324
+    G = np.vstack([[[0.9, 0.0], [-0.9, 0.0], [0.0, 0.9], [0.0, -0.9]], [[t, 0.0], [-t, 0.0], [0.0, t], [0.0, -t]] * 3])
+    lo, hi = exact_T(G)
+    b = hg.tension_bracket(G, rows=12, keep=0)
+    assert b.lower <= hi and b.upper >= lo
+    with pytest.raises(ValueError, match="spans more than the float64 range"):
+        hg.tension_bracket(np.array([[1e308], [-1e308], [1e-320], [-1e-320]]))

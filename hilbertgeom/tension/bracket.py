@@ -99,10 +99,12 @@ def _direction_groups(X, n, keep: int, groups: int, iters: int, seed: int):
     labels[rest] = keep  # zero rows: any group (they carry nothing)
     if groups <= 0 or nz.size == 0:
         return labels
-    m = min(groups, nz.size)
     U = X[nz] / n[nz, None]
+    p = n[nz] / n[nz].max()  # the largest weight is 1: only weights below 2^-1074 of it vanish
+    p /= p.sum()
+    m = min(groups, int(np.count_nonzero(p)))
     rng = np.random.default_rng(seed)
-    C = U[rng.choice(nz.size, m, replace=False, p=n[nz] / n[nz].sum())]
+    C = U[rng.choice(nz.size, m, replace=False, p=p)]
     lab = np.zeros(nz.size, np.intp)
     chunk = max(1, (1 << 24) // max(m, 1))
     for _ in range(iters + 1):
@@ -365,10 +367,23 @@ def _hub_flow(X, hubs, rest, MAA, MBA, steps, deadline, power, verbose, t0, scal
     return MAA, MBA, PA, PB
 
 
-def _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB, u=_U64):
+def _off_zero_sum(X, u=_U64) -> float:
+    """An upper bound on ``||sum_i x_i||``: the centred ``X`` sums to zero only up to
+    rounding.  Jung's bound ``T(rho) <= J sum_i ||rho_i||`` holds for zero-sum ``rho``;
+    the rest of a balancing flow sums to ``sum_i x_i``, and its projection moves the rows
+    by ``||sum_i x_i||`` in all, so that is added to ``sum_i ||rho_i||``."""
+    V = X.shape[0]
+    g = V * u / (1.0 - V * u)
+    col = _rownorms(X.sum(axis=0)[None, :])[0]
+    err = _rownorms(np.abs(X).sum(axis=0)[None, :])[0] * g
+    return float(col + err) * (1.0 + (X.shape[1] + 4) * u)
+
+
+def _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB, off: float, u=_U64):
     """An upper bound on ``T(X)`` from the hub flow ``y_ij = M_ij (phi_i - phi_j)``: its
     cost (distances raised by their error bounds), plus Jung on its residual
-    ``X - L Phi`` with the elementwise error of ``L Phi`` added."""
+    ``X - L Phi`` with the elementwise error of ``L Phi`` added (``off``: see
+    :func:`_off_zero_sum`)."""
     V, d = X.shape
     a, b = len(hubs), len(rest)
     cAA, _, DivAA, ErrAA = _flow_bound(MAA, PA)
@@ -384,7 +399,7 @@ def _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB, u=_U64):
     Err[rest] = g * (degB[:, None] * np.abs(PB) + MBA @ np.abs(PA)) * (1.0 + 4.0 * u)
     rho = X - Div
     rn = _rownorms(rho) * (1.0 + (d + 4) * u) + 2.0 * u * (n + _rownorms(Div)) + _rownorms(Err) * (1.0 + (d + 4) * u)
-    rest_cost = jung_radius(min(V - 1, d)) * float(rn.sum()) * (1.0 + (V + 4) * u)
+    rest_cost = jung_radius(min(V - 1, d)) * (float(rn.sum()) + off) * (1.0 + (V + 4) * u)
     return (cAA + cBA + rest_cost) * (1.0 + 4.0 * u)
 
 
@@ -401,6 +416,26 @@ def _certified_value(X, P):
     if lower == 0.0:
         Pc = np.zeros_like(Pc)
     return lower, Pc
+
+
+def _scaled_down(x: float, e: int) -> float:
+    """The largest float ``<= x 2^e`` (``x 2^e`` itself in the normal range, where ``ldexp``
+    is exact; rounded down where the result is subnormal and ``ldexp`` rounds to nearest)."""
+    y = ldexp_inf(x, e)
+    if abs(y) < _TINY and math.ldexp(y, -e) > x:  # scaling a subnormal back up is exact
+        y = float(np.nextafter(y, -math.inf))
+    return y
+
+
+def _scaled_up(x: float, e: int) -> float:
+    """The smallest float ``>= x 2^e`` (see :func:`_scaled_down`)."""
+    y = ldexp_inf(x, e)
+    if abs(y) < _TINY and math.ldexp(y, -e) < x:
+        y = float(np.nextafter(y, math.inf))
+    return y
+
+
+_TINY = float(np.finfo(float).tiny)
 
 
 def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, keep: int | None = None,
@@ -479,7 +514,9 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     ------
     ValueError
         Non-finite or malformed ``G``, ``V < 2``, non-zero column sums without
-        ``center``, bad parameters, or a bracket beyond the float64 range.
+        ``center``, bad parameters, a bracket beyond the float64 range, or
+        entries near ``1e308`` next to subnormal ones (no exact scaling to unit
+        size exists).
 
     References
     ----------
@@ -510,6 +547,8 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     t0 = time.perf_counter()
     deadline = t0 + time_limit if time_limit is not None else math.inf
     _, X, _, k = _fp.zero_sum_at_unit(G0, center)
+    if k == 0 and float(np.abs(G0).max()) >= 1.0:  # no exact scaling to unit size: G spans the float64 range
+        raise ValueError("tension_bracket: " + _fp.SPAN)
     n = _rownorms(X)
     if float(n.sum()) == 0.0:
         Z = np.zeros((V, d))
@@ -527,7 +566,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     # 2. reduced solve (on the reduced rows centred; their sum is the rounding of sum G)
     S = R - R.mean(axis=0)
     if m > 1:
-        lam, Phi, done = _irls_weights(S, steps, deadline, verbose=verbose, t0=t0, scale=math.ldexp(1.0, -k),
+        lam, Phi, done = _irls_weights(S, steps, deadline, verbose=verbose, t0=t0, scale=ldexp_inf(1.0, -k),
                                        power=_POWER)
     else:  # one group: no flow, one point
         lam, Phi, done = np.zeros((1, 1)), np.zeros((1, d)), 0
@@ -546,7 +585,8 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     rn += 2.0 * _U64 * (n + _rownorms(wD)) * (1.0 + (d + 4) * _U64)
     rn += w * (_rownorms(Err)[labels] * (1.0 + (d + 4) * _U64) + delta * out[labels])
     jung = jung_radius(min(V - 1, d))
-    spread = jung * float(rn.sum()) * (1.0 + (V + 4) * _U64)
+    off = _off_zero_sum(X)
+    spread = jung * (float(rn.sum()) + off) * (1.0 + (V + 4) * _U64)
     upper = (cost * (1.0 + delta) ** 2 + spread) * (1.0 + 4.0 * _U64)
     upper_source = "reduced flow, spread over the groups, plus the spread"
     hubs = np.flatnonzero(labels < keep)
@@ -557,8 +597,8 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
         MAA = lam[np.ix_(labels[hubs], labels[hubs])].copy()
         MBA = w[rest, None] * lam[np.ix_(labels[rest], labels[hubs])]
         MAA, MBA, PA, PB = _hub_flow(X, hubs, rest, MAA, MBA, hub_steps, deadline, _POWER, verbose, t0,
-                                     math.ldexp(1.0, -k))
-        hub_upper = _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB)
+                                     ldexp_inf(1.0, -k))
+        hub_upper = _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB, off)
         if verbose:
             _progress(f"  tension_bracket: hub flow {ldexp_inf(hub_upper, -k):.10g} against the spread reduced flow "
                       f"{ldexp_inf(upper, -k):.10g}  {time.perf_counter() - t0:.1f} s")
@@ -571,7 +611,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     for a in range(0, V, chunk):
         pick[a : a + chunk] = np.argmax(X[a : a + chunk] @ P.T, axis=1)
     lower, Pc = _certified_value(X, P[pick])
-    lo, hi = ldexp_inf(lower, -k), ldexp_inf(upper, -k)
+    lo, hi = _scaled_down(lower, -k), _scaled_up(upper, -k)
     if math.isinf(hi):
         raise ValueError("tension_bracket: " + _fp.T_OVERFLOW)
     gap = (hi - lo) / lo if lo > 0.0 else (math.inf if hi > 0.0 else 0.0)
