@@ -180,18 +180,21 @@ def zero_sum_at_unit(G0: np.ndarray, center: bool):
 
 def scaled_certificate(ten, k: int):
     """The certificate of :func:`~hilbertgeom.min_tension` for ``G 2^k`` from the one for
-    ``G`` (a ``TensionResult``): value, gap and flow times ``2^k``, each rounded once;
+    ``G`` (a ``TensionResult``): value, gap and flow times ``2^k``, each rounded once
+    (value down, gap and cost up where they land below the normal range);
     the potential is scale-free.  ``ValueError`` where the bracket leaves float64, as
     ``min_tension`` raises."""
     if k == 0:
         return ten
-    cost = ldexp_inf(ten.flow.cost, k)
+    cost = ldexp_up(ten.flow.cost, k)
     if math.isinf(cost):
         raise ValueError(T_OVERFLOW)
     with np.errstate(over="ignore"):
         flow = replace(ten.flow, vectors=np.ldexp(ten.flow.vectors, k), residual=np.ldexp(ten.flow.residual, k),
                        cost=cost)
-    return replace(ten, value=ldexp_inf(ten.value, k), gap=ldexp_inf(ten.gap, k), flow=flow)
+    value = ldexp_down(ten.value, k)  # outward where the bracket lands below the normal range
+    gap = max(ldexp_up(ten.gap, k), cost - value)  # a difference of subnormals is exact
+    return replace(ten, value=value, gap=gap, flow=flow)
 
 
 def ldexp(X: np.ndarray, k: int) -> np.ndarray:
@@ -205,6 +208,27 @@ def ldexp_inf(x: float, k: int) -> float:
         return math.ldexp(x, k)
     except OverflowError:
         return math.copysign(math.inf, x)
+
+
+def ldexp_down(x: float, k: int) -> float:
+    """The largest float ``<= x 2^k``: ``x 2^k`` itself in the normal range (where scaling
+    by a power of two is exact), rounded down where the result is subnormal and ``ldexp``
+    would round to nearest; ``-inf`` past the range.  For lower bounds."""
+    y = ldexp_inf(x, k)
+    if abs(y) < _TINY and math.ldexp(y, -k) > x:  # scaling a subnormal back up is exact
+        y = float(np.nextafter(y, -math.inf))
+    return y
+
+
+def ldexp_up(x: float, k: int) -> float:
+    """The smallest float ``>= x 2^k`` (see :func:`ldexp_down`).  For upper bounds."""
+    y = ldexp_inf(x, k)
+    if abs(y) < _TINY and math.ldexp(y, -k) < x:
+        y = float(np.nextafter(y, math.inf))
+    return y
+
+
+_TINY = float(np.finfo(np.float64).tiny)
 
 
 def product(*factors: float, shift: int = 0, what: str = "the answer", names: str = "the input") -> float:

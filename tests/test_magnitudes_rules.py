@@ -254,11 +254,13 @@ SOLVED = zero_sum(V=(2, 4), d=(1, 2))
 @given(SOLVED, A_ALL)
 @example(NEAR_TOP, 1020)   # T = 1.59e308
 @example(OVER, 1020)       # T beyond float64
-@example(SMALL, -1071)
+@example(SMALL, -1071)       # the cost, rounded to nearest, would fall below 2^a times the unit cost
+@example(SMALL, -1070)       # the value, rounded to nearest, would rise above 2^a times the unit value
 def test_min_tension(G, a):
-    """``T(2^a G)``: the same solve at unit size, its certificate scaled back exactly:
-    the same potential, ``value`` and ``flow.cost`` equal to ``ldexp`` of the unit ones,
-    or a ValueError naming ``G`` where the bracket is beyond float64."""
+    """``T(2^a G)``: the same solve at unit size, its certificate scaled back: the same
+    potential, ``value`` and ``flow.cost`` equal to ``2^a`` times the unit ones (rounded
+    outward where they are subnormal), or a ValueError naming ``G`` where the bracket is
+    beyond float64."""
     a = cap(G, a)
     r0 = unit(hg.min_tension, G)
     if scaled_or_none(r0.flow.cost, a) is None:
@@ -266,7 +268,12 @@ def test_min_tension(G, a):
             hg.min_tension(x2(G, a))
         return
     r = hg.min_tension(x2(G, a))
-    assert (r.value, r.flow.cost, r.status) == (math.ldexp(r0.value, a), math.ldexp(r0.flow.cost, a), r0.status)
+    # 2^a times the unit bounds, rounded outward: exact in the normal range; in the
+    # subnormal range the largest float below (value) and the smallest above (cost)
+    lo, hi = Fraction(r0.value) * Fraction(2) ** a, Fraction(r0.flow.cost) * Fraction(2) ** a
+    assert Fraction(r.value) <= lo < Fraction(np.nextafter(r.value, math.inf))
+    assert Fraction(np.nextafter(r.flow.cost, -math.inf)) < hi <= Fraction(r.flow.cost)
+    assert r.value + r.gap >= r.flow.cost and r.status == r0.status
     same(r.potential, r0.potential)
 
 

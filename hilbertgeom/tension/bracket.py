@@ -418,26 +418,6 @@ def _certified_value(X, P):
     return lower, Pc
 
 
-def _scaled_down(x: float, e: int) -> float:
-    """The largest float ``<= x 2^e`` (``x 2^e`` itself in the normal range, where ``ldexp``
-    is exact; rounded down where the result is subnormal and ``ldexp`` rounds to nearest)."""
-    y = ldexp_inf(x, e)
-    if abs(y) < _TINY and math.ldexp(y, -e) > x:  # scaling a subnormal back up is exact
-        y = float(np.nextafter(y, -math.inf))
-    return y
-
-
-def _scaled_up(x: float, e: int) -> float:
-    """The smallest float ``>= x 2^e`` (see :func:`_scaled_down`)."""
-    y = ldexp_inf(x, e)
-    if abs(y) < _TINY and math.ldexp(y, -e) < x:
-        y = float(np.nextafter(y, math.inf))
-    return y
-
-
-_TINY = float(np.finfo(float).tiny)
-
-
 def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, keep: int | None = None,
                     steps: int = 200, hub_steps: int = 10, tol: float = 1e-3, time_limit: float | None = None,
                     seed: int = 0, verbose: bool | None = None) -> TensionBracket:
@@ -611,7 +591,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
     for a in range(0, V, chunk):
         pick[a : a + chunk] = np.argmax(X[a : a + chunk] @ P.T, axis=1)
     lower, Pc = _certified_value(X, P[pick])
-    lo, hi = _scaled_down(lower, -k), _scaled_up(upper, -k)
+    lo, hi = _fp.ldexp_down(lower, -k), _fp.ldexp_up(upper, -k)
     if math.isinf(hi):
         raise ValueError("tension_bracket: " + _fp.T_OVERFLOW)
     gap = (hi - lo) / lo if lo > 0.0 else (math.inf if hi > 0.0 else 0.0)

@@ -412,7 +412,9 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     ``[1/2, 1)``): gradients of any magnitude, ``1e-300`` to ``1.5e308``,
     are solved at unit size.  When that scaling is exact (no entry falls
     below the normal range) the certificate is computed on the scaled ``G``
-    and scaled back exactly; otherwise on ``G`` itself.
+    and scaled back (exactly in the normal range; rounded outward -- value
+    down, gap and cost up -- where they land below it); otherwise on ``G``
+    itself.
 
     On real head gradients with thousands of rows the ALM does not reach a
     tight certificate within minutes (``docs/theory/tension.md``, *Measured*);
@@ -576,8 +578,9 @@ def _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, **kw):
         r = _certify(Xs, Phi, I, J, Y, **kw)
         with np.errstate(over="ignore"):
             flow = Flow(pairs=r.flow.pairs, vectors=np.ldexp(r.flow.vectors, e2),
-                        residual=np.ldexp(r.flow.residual, e2), cost=_ldexp(r.flow.cost, e2))
-        res = replace(r, value=_ldexp(r.value, e2), gap=_ldexp(r.gap, e2), flow=flow)
+                        residual=np.ldexp(r.flow.residual, e2), cost=_fp.ldexp_up(r.flow.cost, e2))
+        value = _fp.ldexp_down(r.value, e2)  # outward where the bracket lands below the normal range
+        res = replace(r, value=value, gap=max(_fp.ldexp_up(r.gap, e2), flow.cost - value), flow=flow)
     if not (math.isfinite(res.value) and math.isfinite(res.flow.cost)):
         raise ValueError(_fp.T_OVERFLOW)
     return res
