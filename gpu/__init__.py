@@ -509,9 +509,10 @@ def tension_bounds(G: Any, /, *, center: bool = False, tile: int = 2048) -> Tens
 
 
 def _bounds_of_g(Gs, X, center, tile, xp, k) -> TensionBounds:
-    """The core's kernel on ``Gs = G 2^k`` (``X = P Gs``), the bounds scaled back to ``G``."""
+    """The core's kernel on ``Gs = G 2^k`` (``X = P Gs``), the bounds scaled back to ``G``
+    (rounded outward where they land below the normal range, as the core does)."""
     b = _unit_bounds(Gs, X, center, tile, xp, k)
-    return replace(b, lower=_fp.ldexp_inf(b.lower, -k), upper=_fp.ldexp_inf(b.upper, -k))
+    return replace(b, lower=_fp.ldexp_down(b.lower, -k), upper=_fp.ldexp_up(b.upper, -k))
 
 
 def _unit_bounds(Gs, X, center, tile, xp, k) -> TensionBounds:

@@ -263,10 +263,10 @@ def tension_bounds(G: ArrayLike, /, *, center: bool = False, tile: int = 2048) -
             b = _tension_bounds(Gs, X, centered, tile, np)
     except FloatingPointError:
         raise ValueError("tension_bounds: " + _fp.SPAN) from None
-    upper = ldexp_inf(b.upper, -k)
+    upper = _fp.ldexp_up(b.upper, -k)  # outward where the bounds land below the normal range
     if math.isinf(upper):
         raise ValueError("tension_bounds: the upper bound on T(G) exceeds the float64 range; scale G down")
-    return replace(b, lower=ldexp_inf(b.lower, -k), upper=upper)
+    return replace(b, lower=_fp.ldexp_down(b.lower, -k), upper=upper)
 
 
 def _tension_bounds(G0, X, centered: bool, tile: int, xp, search: Search | None = None) -> TensionBounds:
