@@ -444,6 +444,34 @@ class TileBlock(NamedTuple):
     keep: object
 
 
+def _tile_error(d: int, xp):
+    """``(gamma_d, kappa, floor, up)`` of the per-pair error bound of :func:`sq_distance_tiles`:
+    ``E = kappa (r_i + r_j)^2 + floor`` for rows of length ``d`` centred in float64,
+    ``r`` a centred norm times ``up`` (rounded up past the exact one)."""
+    u, tiny = _finfo(xp, xp.float64)
+    gamma = d * u / (1.0 - d * u)
+    return gamma, 2.0 * (gamma + 4.0 * u), 8.0 * (d + 2) * tiny, 1.0 + 2.0 * (d + 2) * u
+
+
+def cross_distance_upper(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Upper bounds on ``||p_i - q_j||`` for all pairs of rows of two float64 NumPy
+    arrays, a ``(len(P), len(Q))`` array: both centred on the mean of ``Q``, the GEMM
+    value raised by the error bound of :func:`sq_distance_tiles` (derived there)."""
+    _, kappa, floor, up = _tile_error(P.shape[1], np)
+    c = Q.mean(axis=0)
+    Pc, Qc = P - c, Q - c
+    npp, nq = np.einsum("ij,ij->i", Pc, Pc), np.einsum("ij,ij->i", Qc, Qc)
+    F = Pc @ Qc.T
+    F *= -2.0
+    F += npp[:, None]
+    F += nq[None, :]
+    np.maximum(F, 0.0, out=F)
+    E = np.add(np.sqrt(npp)[:, None] * up, np.sqrt(nq)[None, :] * up)
+    np.square(E, out=E)
+    F += kappa * E + floor
+    return np.sqrt(F, out=F)
+
+
 def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, order=None):
     """All pairs of rows of ``X`` as GEMM-screened ``tile x tile`` blocks with a
     per-pair error bound -- the one tiled-distance loop of the library.
@@ -473,10 +501,7 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
     Yields :class:`TileBlock`; only indices and scalars leave the namespace.
     """
     V, d = X.shape
-    u, tiny = _finfo(xp, xp.float64)
-    gamma = d * u / (1.0 - d * u)
-    kappa = 2.0 * (gamma + 4.0 * u)
-    floor = 8.0 * (d + 2) * tiny
+    gamma, kappa, floor, up = _tile_error(d, xp)
     nrm = xp.sum(X * X, axis=1)
     if order is None:
         order = xp.argsort(-nrm, stable=True)
@@ -491,7 +516,6 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
     blocks = [(cuts[t], cuts[t + 1]) for t in range(len(cuts) - 1)]
     ar = xp.arange(B)
     upper = xp.reshape(ar, (B, 1)) < xp.reshape(ar, (1, B))
-    up = 1.0 + 2.0 * (d + 2) * u  # rounds a computed norm up past the exact one
     for ta, (a0, a1) in enumerate(blocks):
         A = Xo[a0:a1, :]
         c = xp.mean(A, axis=0)

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike
 from .. import _fp
 from .. import _validate as _v
 from .._fp import ldexp_inf
-from .._pairs import sq_distance_tiles
+from .._pairs import cross_distance_upper, sq_distance_tiles
 from ..ball import jung_radius
 from ..rows import row_diameter
 from ._results import _U64, _rownorms
@@ -77,13 +77,27 @@ class TensionBracket:
     @property
     def relative_gap(self) -> float:
         """``(upper - lower) / lower`` (``inf`` when ``lower = 0 < upper``)."""
-        if self.lower == 0.0:
-            return math.inf if self.upper > 0.0 else 0.0
-        return (self.upper - self.lower) / self.lower
+        return _relative_gap(self.lower, self.upper)
+
+
+def _relative_gap(lower: float, upper: float) -> float:
+    if lower == 0.0:
+        return math.inf if upper > 0.0 else 0.0
+    return (upper - lower) / lower
 
 
 def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _best_match(A, B):
+    """``argmax_j <a_i, b_j>`` for every row of ``A``, in chunks of rows (memory about
+    ``2^24`` entries at a time)."""
+    out = np.empty(A.shape[0], np.intp)
+    chunk = max(1, (1 << 24) // max(B.shape[0], 1))
+    for a in range(0, A.shape[0], chunk):
+        out[a : a + chunk] = np.argmax(A[a : a + chunk] @ B.T, axis=1)
+    return out
 
 
 def _direction_groups(X, n, keep: int, groups: int, iters: int, seed: int):
@@ -105,11 +119,8 @@ def _direction_groups(X, n, keep: int, groups: int, iters: int, seed: int):
     m = min(groups, int(np.count_nonzero(p)))
     rng = np.random.default_rng(seed)
     C = U[rng.choice(nz.size, m, replace=False, p=p)]
-    lab = np.zeros(nz.size, np.intp)
-    chunk = max(1, (1 << 24) // max(m, 1))
     for _ in range(iters + 1):
-        for a in range(0, nz.size, chunk):
-            lab[a : a + chunk] = np.argmax(U[a : a + chunk] @ C.T, axis=1)
+        lab = _best_match(U, C)
         S = _group_sums(X[nz], lab, m)
         s = np.sqrt(np.einsum("ij,ij->i", S, S))
         ok = s > 0
@@ -131,12 +142,13 @@ def _group_sums(X, labels, m):
 def _lift_weights(X, labels, R):
     """``w_i >= 0`` with ``sum_{i in c} w_i = 1`` (up to rounding) per group ``c`` of
     reduced row ``s_c``: proportional to ``max(<x_i, s_c>, 0)`` (the share of ``s_c``
-    nearest to ``x_i``), uniform where that is zero for the whole group."""
+    nearest to ``x_i``), uniform where that is zero for the whole group.  Returns the
+    shares and the group sizes."""
     a = np.maximum(np.einsum("ij,ij->i", X, R[labels]), 0.0)
     tot = np.bincount(labels, weights=a, minlength=R.shape[0])
-    cnt = np.bincount(labels, minlength=R.shape[0]).astype(float)
+    cnt = np.bincount(labels, minlength=R.shape[0])
     w = np.where(tot[labels] > 0, a / np.where(tot[labels] > 0, tot[labels], 1.0), 1.0 / cnt[labels])
-    return w
+    return w, cnt
 
 
 _POWER = 1.5
@@ -280,29 +292,6 @@ def _flow_bound(lam, Phi, u=_U64):
     return total * grow, out * grow, Div, Err
 
 
-def _cross_distances_upper(P, Q, u=_U64):
-    """Upper bounds on ``||p_i - q_j||`` for all pairs, a ``(len(P), len(Q))`` array:
-    rows centred on the mean ``c`` of ``Q``, ``f = n_i + n_j - 2 p_i . q_j`` raised by
-    ``E = 2 (gamma_d + 4u)(r_i + r_j)^2`` (``r`` the centred norms rounded up) --
-    the bound of the shared tiled primitive (:func:`hilbertgeom._pairs.sq_distance_tiles`,
-    whose docstring derives it), for two different sets of rows."""
-    d = P.shape[1]
-    gamma = d * u / (1.0 - d * u)
-    up = 1.0 + 2.0 * (d + 2) * u
-    c = Q.mean(axis=0)
-    Pc, Qc = P - c, Q - c
-    npp, nq = np.einsum("ij,ij->i", Pc, Pc), np.einsum("ij,ij->i", Qc, Qc)
-    F = Pc @ Qc.T
-    F *= -2.0
-    F += npp[:, None]
-    F += nq[None, :]
-    np.maximum(F, 0.0, out=F)
-    E = np.add(np.sqrt(npp)[:, None] * up, np.sqrt(nq)[None, :] * up)
-    np.square(E, out=E)
-    F += 2.0 * (gamma + 4.0 * u) * E + 8.0 * (d + 2) * float(np.finfo(float).tiny)
-    return np.sqrt(F, out=F)
-
-
 def _hub_flow(X, hubs, rest, MAA, MBA, steps, deadline, power, verbose, t0, scale):
     """Reweighted least squares on the pairs hub-hub and other-hub only (no pair of
     two non-hub rows): ``L = [[L_AA, -M_BA^T], [-M_BA, diag(M_BA 1)]]``, solved through
@@ -387,7 +376,7 @@ def _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB, off: float, u=_U64):
     V, d = X.shape
     a, b = len(hubs), len(rest)
     cAA, _, DivAA, ErrAA = _flow_bound(MAA, PA)
-    dBA = _cross_distances_upper(PB, PA)
+    dBA = cross_distance_upper(PB, PA)
     cBA = float(np.sum(MBA * dBA)) * (1.0 + (2.0 * math.log2(max(a * b, 2)) + 8.0) * u)
     degA, degB = MBA.sum(axis=0), MBA.sum(axis=1)
     Div = np.empty((V, d))
@@ -545,16 +534,15 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
                   f"{time.perf_counter() - t0:.1f} s")
     # 2. reduced solve (on the reduced rows centred; their sum is the rounding of sum G)
     S = R - R.mean(axis=0)
+    unit = ldexp_inf(1.0, -k)  # the scale of G: for the progress lines
     if m > 1:
-        lam, Phi, done = _irls_weights(S, steps, deadline, verbose=verbose, t0=t0, scale=ldexp_inf(1.0, -k),
-                                       power=_POWER)
+        lam, Phi, done = _irls_weights(S, steps, deadline, verbose=verbose, t0=t0, scale=unit, power=_POWER)
     else:  # one group: no flow, one point
         lam, Phi, done = np.zeros((1, 1)), np.zeros((1, d)), 0
     # 3. upper bound: lifted flow plus Jung on the rest rho
     cost, out, Div, Err = _flow_bound(lam, Phi)
-    w = _lift_weights(X, labels, R)
+    w, cnt = _lift_weights(X, labels, R)
     W = np.bincount(labels, weights=w, minlength=m)
-    cnt = np.bincount(labels, minlength=m)
     delta = float(np.max(np.abs(W - 1.0) + cnt * _U64 * W))  # |sum w - 1|, summation error included
     wD = w[:, None] * Div[labels]
     rho = X - wD
@@ -576,8 +564,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
         # spread), started from the reduced flow spread over the members
         MAA = lam[np.ix_(labels[hubs], labels[hubs])].copy()
         MBA = w[rest, None] * lam[np.ix_(labels[rest], labels[hubs])]
-        MAA, MBA, PA, PB = _hub_flow(X, hubs, rest, MAA, MBA, hub_steps, deadline, _POWER, verbose, t0,
-                                     ldexp_inf(1.0, -k))
+        MAA, MBA, PA, PB = _hub_flow(X, hubs, rest, MAA, MBA, hub_steps, deadline, _POWER, verbose, t0, unit)
         hub_upper = _hub_bound(X, n, hubs, rest, MAA, MBA, PA, PB, off)
         if verbose:
             _progress(f"  tension_bracket: hub flow {ldexp_inf(hub_upper, -k):.10g} against the spread reduced flow "
@@ -586,15 +573,11 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
             upper, upper_source = hub_upper, f"flow on the pairs of {hubs.size} hub rows with all rows"
     # 4. lower bound: the reduced points at diameter 1, each row on its best point
     P = _repair(Phi, S)
-    pick = np.empty(V, np.intp)
-    chunk = max(1, (1 << 24) // max(m, 1))
-    for a in range(0, V, chunk):
-        pick[a : a + chunk] = np.argmax(X[a : a + chunk] @ P.T, axis=1)
-    lower, Pc = _certified_value(X, P[pick])
+    lower, Pc = _certified_value(X, P[_best_match(X, P)])
     lo, hi = _fp.ldexp_down(lower, -k), _fp.ldexp_up(upper, -k)
     if math.isinf(hi):
         raise ValueError("tension_bracket: " + _fp.T_OVERFLOW)
-    gap = (hi - lo) / lo if lo > 0.0 else (math.inf if hi > 0.0 else 0.0)
+    gap = _relative_gap(lo, hi)
     status = "optimal" if gap <= tol else ("time_limit" if time.perf_counter() > deadline else "step_limit")
     if verbose:
         _progress(f"  tension_bracket: T in [{lo:.10g}, {hi:.10g}]  rel gap {gap:.2e}  (reduced flow "

@@ -527,7 +527,7 @@ def _solve_and_lift(Gm, X, Xs, e2, exact, merged, inv, counts, *, tol, max_iter,
     the flow back in the original coordinates, rows and scale, certified there.
     Returns ``(certificate, the ALM's own best certificate, why it stopped)``."""
     best, W, scale, _, why = _alm_solve(Gm, tol=tol, max_outer=max_iter, verbose=verbose, deadline=deadline,
-                                        report_scale=_ldexp(1.0, e2))
+                                        report_scale=_fp.ldexp_inf(1.0, e2))
     Pm = best.potential @ W.T
     Ym = scale * (best.flow.vectors @ W.T)
     Im, Jm = best.flow.pairs[:, 0], best.flow.pairs[:, 1]
@@ -557,13 +557,6 @@ def _spread_flow(Im, Jm, Ym, inv, counts):
     swap = i > j
     Y[swap] = -Y[swap]
     return np.minimum(i, j), np.maximum(i, j), Y
-
-
-def _ldexp(x: float, e: int) -> float:
-    try:
-        return math.ldexp(x, e)
-    except OverflowError:
-        return math.inf
 
 
 def _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, **kw):
