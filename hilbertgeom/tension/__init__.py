@@ -17,8 +17,8 @@ The package is split by concept: :mod:`._results` (result types and the
 certificate), :mod:`.bounds` (RowNorm, projected RowNorm, cheap bounds), :mod:`.bracket`
 (a certified bracket at full vocabulary from a reduced solve),
 :mod:`.solver` (the scalable solver, :func:`min_tension`,
-:func:`steepest_descent`) and :mod:`.reference` (the CPU-only cvxpy
-reference programs).
+:func:`steepest_descent`), :mod:`.refine` (its cluster refinement for head
+gradients) and :mod:`.reference` (the CPU-only cvxpy reference programs).
 """
 
 from __future__ import annotations

@@ -1,0 +1,349 @@
+"""Cluster refinement: ``min_tension(G, method="refine")`` for head gradients.
+
+A real head gradient has a few hundred large rows and thousands of small,
+nearly parallel ones; at the optimum most of the small rows share a handful of
+points.  The rows are grouped by the point they would take, the groups are
+solved exactly as one row each (their sums), and both halves of the certificate
+are built on ``G`` itself from that small solve:
+
+* lower bound: every row takes the group point that serves it best (the points
+  have diameter at most 1, so this is a feasible potential of ``G``);
+* upper bound: the group flow, spread over the member pairs of adjacent groups
+  as scalar weights, then one weighted-Laplacian solve on ``G`` (``Phi =
+  L_w^+ G``, ``y_e = w_e (phi_i - phi_j)``), a flow that balances ``G``.  Its
+  cost exceeds the lower bound only by the part of each flow vector that is not
+  parallel to its pair's difference, which is second order in how far the rows
+  are from their group's share.
+
+The groups that carry most of that excess are split (along the principal
+direction of their members' unit rows) and the small problem is solved again,
+until the certified gap meets ``tol``.  See ``docs/theory/tension.md``,
+"Cluster refinement".
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from ..exceptions import SolverError
+from ._results import TensionResult, _certify, _rownorms
+from .bracket import _POWER, _best_match, _direction_groups, _group_sums, _irls_weights, _repair
+
+__all__: list[str] = []  # reached through min_tension(method="refine")
+
+#: rows of the reduced problem that gives the first groups (the bracket's reduction)
+_INIT_ROWS = 2048
+#: reweighting steps for the first groups (a heuristic start: any grouping is certified)
+_INIT_STEPS = 40
+#: share of the excess whose groups are split in a round, and the pieces per split group
+_SPLIT_SHARE = 0.9
+_SPLIT_PARTS = 8
+#: rounds without a 10% narrower gap before giving up (status "iteration_limit")
+_STALL = 4
+#: reweighting steps on the member pairs after each round's coupling (kept while they lower the cost)
+_REWEIGHT = 3
+#: product coupling of two groups' members while it has at most this many pairs per member
+_PRODUCT_FANOUT = 64
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _initial_labels(X: np.ndarray, n: np.ndarray, deadline: float, seed: int = 0) -> np.ndarray:
+    """Each row's point in a short reweighted solve of the reduced problem (the
+    bracket's reduction, repair and best-point lift), as labels ``0 .. m-1``."""
+    V = X.shape[0]
+    rows = min(V, _INIT_ROWS)
+    if V <= rows:
+        labels = np.arange(V)
+    else:
+        labels = _direction_groups(X, n, rows // 4, rows - rows // 4, iters=10, seed=seed)
+    m = int(labels.max()) + 1
+    if m < 2:
+        return np.zeros(V, np.intp)
+    R = _group_sums(X, labels, m)
+    S = R - R.mean(axis=0)
+    _, Phi, _ = _irls_weights(S, _INIT_STEPS, deadline, power=_POWER)
+    P = _repair(Phi, S)
+    return _best_match(X, P)
+
+
+def _compact(labels: np.ndarray) -> tuple[np.ndarray, int]:
+    _, lab = np.unique(labels, return_inverse=True)
+    lab = lab.ravel()
+    return lab, int(lab.max()) + 1
+
+
+def _members(labels: np.ndarray, m: int) -> list[np.ndarray]:
+    order = np.argsort(labels, kind="stable")
+    starts = np.searchsorted(labels[order], np.arange(m + 1))
+    return [order[starts[c] : starts[c + 1]] for c in range(m)]
+
+
+def _merged_solve(S: np.ndarray, tol: float, deadline: float) -> TensionResult:
+    """The groups' problem, solved by the ALM (its best certificate when it stops short)."""
+    from .solver import min_tension
+
+    left = deadline - time.perf_counter()
+    try:
+        return min_tension(S, center=True, method="alm", tol=tol, verbose=False,
+                           time_limit=max(left, 1.0) if math.isfinite(left) else None)
+    except SolverError as err:
+        return err.result
+
+
+def _shares(X, mem, s_c, lam, D, mode: str) -> np.ndarray:
+    """Each member's share of the flow from its group to each neighbour group,
+    ``(members, neighbours)``, columns summing to 1.
+
+    ``"w"``: one share per member, ``w_i ∝ max(<g_i, s_c>, 0)`` (the bracket's
+    shares).  ``"nnls"``: each member's row as a non-negative combination of
+    the directions to the neighbour groups, ``g_i ~ sum_b mu_ib (p_c - p_b)``,
+    normalised per neighbour.  ``"M"``: those shares corrected so that each member's own row is
+    reproduced as well as the neighbour directions allow, ``M = w lam^T + R
+    (D^T Lam D)^+ D^T Lam`` with ``R`` the members' rows less their shares of
+    the group sum (the correction keeps every column sum: ``sum R = 0``), then
+    clipped at 0."""
+    Gm = X[mem]
+    s = np.maximum(Gm @ s_c, 0.0)
+    w = s / s.sum() if s.sum() > 0 else np.full(len(mem), 1.0 / len(mem))
+    if mode == "w" or len(mem) == 1:
+        return np.repeat(w[:, None], len(lam), axis=1)
+    if mode == "nnls":
+        from scipy.optimize import nnls
+
+        M = np.array([nnls(D.T, g)[0] for g in Gm])
+        M += 1e-12 * float(M.max(initial=0.0)) + 1e-300  # every member keeps a share of every neighbour
+        return M / M.sum(axis=0)
+    R = Gm - w[:, None] * s_c[None, :]
+    K = (D.T * lam) @ D
+    M = w[:, None] * lam[None, :] + R @ np.linalg.pinv(K, rcond=1e-12, hermitian=True) @ (D.T * lam)
+    np.maximum(M, 0.0, out=M)
+    tot = M.sum(axis=0)
+    bad = tot <= 0
+    M[:, bad] = w[:, None]
+    tot[bad] = 1.0
+    return M / tot
+
+
+def _northwest(a: np.ndarray, b: np.ndarray):
+    """North-west corner coupling of two mass vectors with equal totals: at most
+    ``len(a) + len(b) - 1`` pairs ``(ia, ib, mass)``."""
+    ca = np.concatenate([[0.0], np.cumsum(a)])
+    cb = np.concatenate([[0.0], np.cumsum(b)])
+    tot = min(ca[-1], cb[-1])
+    ca = np.minimum(ca, tot)
+    cb = np.minimum(cb, tot)
+    br = np.unique(np.concatenate([ca, cb]))
+    mass = np.diff(br)
+    mid = 0.5 * (br[:-1] + br[1:])
+    ia = np.minimum(np.searchsorted(ca, mid) - 1, len(a) - 1)
+    ib = np.minimum(np.searchsorted(cb, mid) - 1, len(b) - 1)
+    ok = mass > 0
+    return ia[ok], ib[ok], mass[ok]
+
+
+def _group_flow(res: TensionResult, S: np.ndarray):
+    """The groups' flow with its residual's balanced flow ``(r_a - r_b) / m`` made
+    explicit on the pairs of the groups whose residual is not at rounding level (a
+    certificate may leave part of its flow, or all of it, in the residual)."""
+    pairs, Yv, R = res.flow.pairs, res.flow.vectors, res.flow.residual
+    m = S.shape[0]
+    rn = _rownorms(R)
+    big = np.flatnonzero(rn > 1e-9 * float(_rownorms(S).max(initial=0.0)))
+    if big.size == 0:
+        return pairs, Yv
+    a = np.repeat(big, m)
+    b = np.tile(np.arange(m), big.size)
+    keep = (a != b) & ~(np.isin(b, big) & (b < a))  # each pair once
+    a, b = a[keep], b[keep]
+    extra = np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1)
+    ye = (R[extra[:, 0]] - R[extra[:, 1]]) / m
+    return np.concatenate([pairs, extra]), np.concatenate([Yv, ye])
+
+
+def _coupling(X, members, res: TensionResult, S: np.ndarray, mode: str):
+    """Scalar weights on member pairs of adjacent groups: the group flow ``lam_ab``
+    spread by the members' shares (product coupling, or north-west corner when
+    the product would have too many pairs).  Returns ``(I, J, w)``."""
+    P = res.potential
+    pairs, Yv = _group_flow(res, S)
+    diff = P[pairs[:, 0]] - P[pairs[:, 1]]
+    dist = _rownorms(diff)
+    ok = dist > 0
+    pairs, Yv, diff, dist = pairs[ok], Yv[ok], diff[ok], dist[ok]
+    lam = _rownorms(Yv) / dist
+    m = len(members)
+    inc: list[list[int]] = [[] for _ in range(m)]
+    for e, (a, b) in enumerate(pairs):
+        inc[a].append(e)
+        inc[b].append(e)
+    share: dict[tuple[int, int], np.ndarray] = {}
+    for c in range(m):
+        es = np.asarray(inc[c], np.intp)
+        if es.size == 0:
+            continue
+        other = np.where(pairs[es, 0] == c, pairs[es, 1], pairs[es, 0])
+        M = _shares(X, members[c], S[c], lam[es], P[c] - P[other], mode)
+        for q, e in enumerate(es):
+            share[(c, int(e))] = M[:, q]
+    I, J, W = [], [], []
+    for e, (a, b) in enumerate(pairs):
+        sa, sb = share[(int(a), e)], share[(int(b), e)]
+        na, nb = sa.size, sb.size
+        if na * nb <= _PRODUCT_FANOUT * (na + nb):
+            w = lam[e] * np.outer(sa, sb)
+            ia, ib = np.nonzero(w > 0)
+            w = w[ia, ib]
+        else:
+            ia, ib, w = _northwest(sa, sb)
+            w = lam[e] * w
+        I.append(members[a][ia])
+        J.append(members[b][ib])
+        W.append(w)
+    if not I:
+        z = np.zeros(0, np.intp)
+        return z, z, np.zeros(0)
+    return np.concatenate(I), np.concatenate(J), np.concatenate(W)
+
+
+def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
+    """``y_e = w_e (phi_i - phi_j)`` with ``Phi`` solving ``L_w Phi = G`` (sparse LU,
+    one row grounded per connected component): a flow that balances ``G`` up to
+    the solve's rounding (the certificate repairs what is left)."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+    from scipy.sparse.linalg import splu
+
+    V, d = X.shape
+    if I.size == 0:
+        return np.zeros((0, d))
+    L = sp.coo_matrix((np.concatenate([-w, -w, w, w]), (np.concatenate([I, J, I, J]), np.concatenate([J, I, I, J]))),
+                      shape=(V, V)).tocsr()
+    _, comp = connected_components(L, directed=False)
+    ground = np.zeros(V, bool)
+    ground[np.unique(comp, return_index=True)[1]] = True  # one row of each component at 0
+    free = np.flatnonzero(~ground)
+    Phi = np.zeros((V, d))
+    if free.size:
+        Phi[free] = splu(L[free][:, free].tocsc()).solve(X[free])
+    return w[:, None] * (Phi[I] - Phi[J])
+
+
+def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.ndarray, int]:
+    """Split the groups with the most excess (together ``share`` of it) into up to
+    ``parts`` pieces each, by repeated halving along the principal direction of
+    the members' unit rows.  Returns the new labels and the number of groups split."""
+    m = len(members)
+    sizes = np.array([mem.size for mem in members])
+    cand = np.argsort(-excess, kind="stable")
+    cand = cand[(sizes[cand] > 1) & (excess[cand] > 0)]
+    if cand.size == 0:
+        return labels, 0
+    acc = np.cumsum(excess[cand])
+    pick = cand[: int(np.searchsorted(acc, share * acc[-1])) + 1]
+    pick = pick[: max(2, m // (2 * (parts - 1)))]  # the groups' problem grows by at most half a round
+    lab = labels.copy()
+    nxt = m
+    split = 0
+    for c in pick:
+        pieces = [members[c]]
+        while len(pieces) < parts:
+            pieces.sort(key=len)
+            mem = pieces.pop()
+            U = X[mem] / np.where(n[mem] > 0, n[mem], 1.0)[:, None]
+            U = U - U.mean(axis=0)
+            if mem.size < 2 or not np.any(U):
+                pieces.append(mem)
+                break
+            _, _, vt = np.linalg.svd(U, full_matrices=False)
+            side = U @ vt[0] > 0
+            if side.all() or not side.any():
+                pieces.append(mem)
+                break
+            pieces += [mem[side], mem[~side]]
+        for piece in pieces[1:]:
+            lab[piece] = nxt
+            nxt += 1
+        split += len(pieces) > 1
+    return lab, split
+
+
+def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, deadline: float = math.inf,
+                  report_scale: float = 1.0):
+    """Cluster refinement on the centred ``X`` (unit size).  Returns ``(potential,
+    I, J, Y, rounds, why)``: the best potential and the cheapest flow found,
+    ``why`` one of ``"optimal"``, ``"iteration_limit"``, ``"time_limit"``."""
+    V = X.shape[0]
+    t0 = time.perf_counter()
+    n = _rownorms(X)
+    labels = _initial_labels(X, n, deadline)
+    mtol = max(min(tol / 10.0, 1e-8), 1e-12)  # the groups' solve well inside tol: its gap carries over
+    top_gap, stalled = math.inf, 0
+    best_val, best_P = -math.inf, None
+    best_cost, best_flow = math.inf, (np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros((0, X.shape[1])))
+    why = "iteration_limit"
+    rounds = 0
+    for rounds in range(1, max_rounds + 1):
+        labels, m = _compact(labels)
+        S = _group_sums(X, labels, m)
+        S -= S.mean(axis=0)
+        res = _merged_solve(S, mtol, deadline)
+        P = res.potential
+        near = _best_match(X, P)  # each row on its best point: a feasible potential of G
+        members = _members(labels, m)
+        round_best: tuple | None = None
+        for mode in ("w", "nnls", "M"):
+            I, J, w = _coupling(X, members, res, S, mode)
+            Y = _laplacian_flow(X, I, J, w)
+            cert = _certify(X, P[near], I, J, Y, method="refine", centered=False, iterations=rounds, tol=tol)
+            if round_best is None or cert.flow.cost < round_best[0].flow.cost:
+                round_best = (cert, I, J, Y)
+        assert round_best is not None
+        cert, I, J, Y = round_best
+        w = _rownorms(Y)
+        for _ in range(_REWEIGHT):  # reweighting on the member pairs: w_e <- ||y_e|| (the IRLS step)
+            if not np.any(w > 0):
+                break
+            Yr = _laplacian_flow(X, I, J, w)
+            c2 = _certify(X, P[near], I, J, Yr, method="refine", centered=False, iterations=rounds, tol=tol)
+            if c2.flow.cost >= cert.flow.cost:
+                break
+            cert, Y = c2, Yr
+            w = _rownorms(Y)
+        if cert.value > best_val:
+            best_val, best_P = cert.value, cert.potential
+        if cert.flow.cost < best_cost:
+            best_cost, best_flow = cert.flow.cost, (I, J, Y)
+        gap = (best_cost - best_val) / best_val if best_val > 0 else math.inf
+        if verbose:
+            f = report_scale
+            _progress(f"  min_tension refine round {rounds:3d}: {m} groups, T in [{best_val * f:.12g}, "
+                      f"{best_cost * f:.12g}]  rel gap {gap:.2e}  pairs {I.size}  (groups' gap "
+                      f"{res.relative_gap:.1e})  {time.perf_counter() - t0:.1f} s")
+        if gap <= tol:
+            why = "optimal"
+            break
+        if time.perf_counter() > deadline:
+            why = "time_limit"
+            break
+        stalled = stalled + 1 if gap > 0.9 * top_gap else 0
+        top_gap = min(top_gap, gap)
+        if stalled >= _STALL:  # splitting no longer narrows the gap
+            break
+        # the excess of each flow vector over its pair's difference, per row, per group
+        Pn = cert.potential
+        ex = _rownorms(Y) - np.einsum("ij,ij->i", Y, Pn[I] - Pn[J])
+        rowex = np.bincount(I, ex, V) + np.bincount(J, ex, V) + _rownorms(cert.flow.residual)
+        labels, split = _split(X, n, labels, members, np.bincount(labels, rowex, m), _SPLIT_PARTS, _SPLIT_SHARE)
+        if split == 0:  # every group with excess is a single row: nothing left to refine
+            break
+        # the other rows move to their best point
+        labels = np.where(labels >= m, labels, near)
+    I, J, Y = best_flow
+    return best_P, I, J, Y, rounds, why
