@@ -433,7 +433,7 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     On real head gradients with thousands of rows the ALM does not reach a
     tight certificate within minutes; ``refine`` certifies ``tol=1e-6`` on the
     4096 largest rows of the MiniLM gradient projected to ``d = 32`` in
-    about 40--100 s on 2 cores (``docs/theory/tension.md``, *Measured*).  At
+    70--84 s on 2 cores (``docs/theory/tension.md``, *Measured*).  At
     ``d = 384`` its groups' problem (a few hundred rows of rank a few hundred)
     is beyond the ALM; :func:`~hilbertgeom.tension_bracket` brackets ``T``
     there, and at full vocabulary, to about ``1e-3``, with the same rigour.
