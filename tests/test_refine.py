@@ -188,3 +188,17 @@ def test_split_partitions_the_rows():
     assert set(labels[new]) <= {1, 2}  # new groups only from split groups, each within one old group
     for g in np.unique(lab[new]):
         assert len(set(labels[lab == g])) == 1
+
+
+@pytest.mark.parametrize("G", [
+    np.array([[1.0, 2.0], [-1.0, -2.0]]),  # V = 2: T = ||g_1||
+    np.vstack([np.zeros((20, 3)), [[1.0, 2.0, 3.0], [-1.0, -2.0, -3.0]]]),  # zero rows
+    np.vstack([np.tile([1.0, 2.0], (10, 1)), np.tile([-1.0, -2.0], (10, 1))]),  # two classes of equal rows
+], ids=["V2", "zero-rows", "equal-rows"])
+def test_refine_small_and_degenerate_inputs(G):
+    """Opposite rows ``+-g`` in classes of ``m``: ``T = m ||g||`` (the 1-D closed form)."""
+    T = np.linalg.norm(G, axis=1).sum() / 2.0
+    r = hg.min_tension(G, method="refine", tol=TOL)
+    assert r.value <= T * (1.0 + kernel_rtol(G.size)) and T <= (r.value + r.gap) * (1.0 + kernel_rtol(G.size))
+    assert r.relative_gap <= TOL
+    check_certificate(r, G)

@@ -291,6 +291,8 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     rounds = 0
     for rounds in range(1, max_rounds + 1):
         labels, m = _compact(labels)
+        if m < 2:  # one group has no problem to solve: every row its own group
+            labels, m = np.arange(V), V
         S = _group_sums(X, labels, m)
         S -= S.mean(axis=0)
         res = _merged_solve(S, mtol, deadline)
