@@ -138,18 +138,10 @@ def _divergence(I, J, Y, V):
     return np.asarray(_incidence(I, J, V) @ Y)
 
 
-def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, iterations, tol) -> TensionResult:
-    """Build the certificate from any potential and any explicit flow."""
+def _flow_of(G: np.ndarray, I, J, Y) -> Flow:
+    """Any explicit flow on pairs ``(I, J)`` as a :class:`Flow` of ``G``: its residual
+    ``G - div Y`` and a cost rounded up that includes the residual's repair."""
     V = G.shape[0]
-    Pc = Phi - Phi.mean(axis=0)
-    D = row_diameter(Pc) if V > 1 else 0.0
-    if D > 0:
-        Pc = Pc / D
-        D = row_diameter(Pc)
-    value = float(np.sum(G * Pc))
-    if value < 0:  # only possible for a useless potential; the zero potential is better
-        Pc = np.zeros_like(Pc)
-        value, D = 0.0, 0.0
     I = np.asarray(I, dtype=np.intp)
     J = np.asarray(J, dtype=np.intp)
     Y = np.asarray(Y, dtype=np.float64).reshape(len(I), G.shape[1])
@@ -161,7 +153,26 @@ def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, itera
     raw = float(norms.sum()) * (1.0 + 4.0 * (len(I) + G.shape[1]) * _U64) + res_cost
     cost = raw * (1.0 + 4.0 * _U64)  # rounding of the sums
     keep = norms > 0
-    flow = Flow(pairs=np.stack([I[keep], J[keep]], axis=1), vectors=Y[keep], residual=r, cost=cost)
+    return Flow(pairs=np.stack([I[keep], J[keep]], axis=1), vectors=Y[keep], residual=r, cost=cost)
+
+
+def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, iterations, tol,
+             flow: Flow | None = None) -> TensionResult:
+    """Build the certificate from any potential and any explicit flow (``flow``: that
+    flow already made by :func:`_flow_of`, not made again)."""
+    V = G.shape[0]
+    Pc = Phi - Phi.mean(axis=0)
+    D = row_diameter(Pc) if V > 1 else 0.0
+    if D > 0:
+        Pc = Pc / D
+        D = row_diameter(Pc)
+    value = float(np.sum(G * Pc))
+    if value < 0:  # only possible for a useless potential; the zero potential is better
+        Pc = np.zeros_like(Pc)
+        value, D = 0.0, 0.0
+    if flow is None:
+        flow = _flow_of(G, I, J, Y)
+    cost = flow.cost
     # the value <G, potential> is itself rounded (V d products): widen the gap by that
     gap = max(cost - value, 0.0) + 4.0 * (G.size + 2) * _U64 * abs(value)
     status = "optimal" if gap <= tol * max(value, 1e-300) else "inaccurate"

@@ -130,6 +130,15 @@ def _direction_groups(X, n, keep: int, groups: int, iters: int, seed: int):
     return labels
 
 
+def _reduction(X, n, rows: int, keep: int, seed: int):
+    """``(labels, m, R)``: no reduction when ``V <= rows``, else the ``keep`` largest rows
+    alone and the rest in ``rows - keep`` direction groups; ``R`` the ``m`` group sums."""
+    V = X.shape[0]
+    labels = np.arange(V) if V <= rows else _direction_groups(X, n, keep, rows - keep, iters=10, seed=seed)
+    m = int(labels.max()) + 1
+    return labels, m, _group_sums(X, labels, m)
+
+
 def _group_sums(X, labels, m):
     """``R[c] = sum_{labels_i = c} x_i``, an ``(m, d)`` array (a sparse one-hot product)."""
     import scipy.sparse as sp
@@ -523,12 +532,7 @@ def tension_bracket(G: ArrayLike, /, *, center: bool = False, rows: int = 2048, 
         Z = np.zeros((V, d))
         return TensionBracket(0.0, 0.0, Z, np.zeros(V, np.intp), 1, 0.0, 0.0, 0, "optimal", "G = 0")
     # 1. reduction
-    if V <= rows:
-        labels = np.arange(V)
-    else:
-        labels = _direction_groups(X, n, keep, rows - keep, iters=10, seed=seed)
-    m = int(labels.max()) + 1
-    R = _group_sums(X, labels, m)
+    labels, m, R = _reduction(X, n, rows, keep, seed)
     if verbose:
         _progress(f"  tension_bracket: {V} rows reduced to {m} ({min(keep, m)} kept alone)  "
                   f"{time.perf_counter() - t0:.1f} s")

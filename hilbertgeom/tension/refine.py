@@ -30,8 +30,8 @@ import time
 import numpy as np
 
 from ..exceptions import SolverError
-from ._results import TensionResult, _certify, _rownorms
-from .bracket import _POWER, _best_match, _direction_groups, _group_sums, _irls_weights, _repair
+from ._results import TensionResult, _certify, _flow_of, _rownorms
+from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _reduction, _repair
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
@@ -57,16 +57,9 @@ def _progress(msg: str) -> None:
 def _initial_labels(X: np.ndarray, n: np.ndarray, deadline: float, seed: int = 0) -> np.ndarray:
     """Each row's point in a short reweighted solve of the reduced problem (the
     bracket's reduction, repair and best-point lift), as labels ``0 .. m-1``."""
-    V = X.shape[0]
-    rows = min(V, _INIT_ROWS)
-    if V <= rows:
-        labels = np.arange(V)
-    else:
-        labels = _direction_groups(X, n, rows // 4, rows - rows // 4, iters=10, seed=seed)
-    m = int(labels.max()) + 1
+    _, m, R = _reduction(X, n, _INIT_ROWS, _INIT_ROWS // 4, seed)
     if m < 2:
-        return np.zeros(V, np.intp)
-    R = _group_sums(X, labels, m)
+        return np.zeros(X.shape[0], np.intp)
     S = R - R.mean(axis=0)
     _, Phi, _ = _irls_weights(S, _INIT_STEPS, deadline, power=_POWER)
     P = _repair(Phi, S)
@@ -299,25 +292,24 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         P = res.potential
         near = _best_match(X, P)  # each row on its best point: a feasible potential of G
         members = _members(labels, m)
-        round_best: tuple | None = None
+        # the cheapest of the three couplings, then reweighting on its member pairs while it
+        # lowers the cost: w_e <- ||y_e|| (the IRLS step)
+        candidates = []
         for mode in ("w", "nnls", "M"):
-            I, J, w = _coupling(X, members, res, S, mode)
-            Y = _laplacian_flow(X, I, J, w)
-            cert = _certify(X, P[near], I, J, Y, method="refine", centered=False, iterations=rounds, tol=tol)
-            if round_best is None or cert.flow.cost < round_best[0].flow.cost:
-                round_best = (cert, I, J, Y)
-        assert round_best is not None
-        cert, I, J, Y = round_best
-        w = _rownorms(Y)
-        for _ in range(_REWEIGHT):  # reweighting on the member pairs: w_e <- ||y_e|| (the IRLS step)
+            Ic, Jc, w = _coupling(X, members, res, S, mode)
+            Yc = _laplacian_flow(X, Ic, Jc, w)
+            candidates.append((_flow_of(X, Ic, Jc, Yc), Ic, Jc, Yc))
+        flow, I, J, Y = min(candidates, key=lambda c: c[0].cost)
+        for _ in range(_REWEIGHT):
+            w = _rownorms(Y)
             if not np.any(w > 0):
                 break
             Yr = _laplacian_flow(X, I, J, w)
-            c2 = _certify(X, P[near], I, J, Yr, method="refine", centered=False, iterations=rounds, tol=tol)
-            if c2.flow.cost >= cert.flow.cost:
+            fr = _flow_of(X, I, J, Yr)
+            if fr.cost >= flow.cost:
                 break
-            cert, Y = c2, Yr
-            w = _rownorms(Y)
+            flow, Y = fr, Yr
+        cert = _certify(X, P[near], I, J, Y, method="refine", centered=False, iterations=rounds, tol=tol, flow=flow)
         if cert.value > best_val:
             best_val, best_P = cert.value, cert.potential
         if cert.flow.cost < best_cost:

@@ -543,26 +543,28 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
 
 def _solve_and_lift(Gm, X, Xs, e2, exact, merged, inv, counts, *, tol, max_iter, verbose, deadline, centered,
                     method="alm"):
-    """ALM on ``Gm`` (the classes of equal rows when ``merged``), then the potential and
-    the flow back in the original coordinates, rows and scale, certified there.
-    Returns ``(certificate, the ALM's own best certificate, why it stopped)``."""
+    """ALM or ``refine`` on ``Gm`` (the classes of equal rows when ``merged``), then the
+    potential and the flow back in the original coordinates, rows and scale, certified
+    there.  Returns ``(certificate, the solver's own certificate on Gm, why it stopped)``."""
     if method == "refine":
         Pm, Im, Jm, Ym, its, why = _refine_solve(Gm, tol=tol, max_rounds=max_iter, verbose=verbose,
                                                  deadline=deadline, report_scale=_fp.ldexp_inf(1.0, e2))
-        best = _certify(Gm, Pm, Im, Jm, Ym, method=method, centered=False, iterations=its, tol=tol)
     else:
         best, W, scale, _, why = _alm_solve(Gm, tol=tol, max_outer=max_iter, verbose=verbose, deadline=deadline,
                                             report_scale=_fp.ldexp_inf(1.0, e2))
         Pm = best.potential @ W.T
         Ym = scale * (best.flow.vectors @ W.T)
         Im, Jm = best.flow.pairs[:, 0], best.flow.pairs[:, 1]
+        its = best.iterations
     if merged:
         Phi = Pm[inv]
         I, J, Y = _spread_flow(Im, Jm, Ym, inv, counts)
     else:
         Phi, I, J, Y = Pm, Im, Jm, Ym
     res = _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, method=method, centered=centered,
-                          iterations=best.iterations, tol=tol)
+                          iterations=its, tol=tol)
+    if method == "refine":  # its own certificate on Gm is res itself unless classes were merged
+        best = _certify(Gm, Pm, Im, Jm, Ym, method=method, centered=False, iterations=its, tol=tol) if merged else res
     return res, best, why
 
 
