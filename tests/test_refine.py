@@ -142,6 +142,10 @@ def test_northwest_coupling_keeps_both_marginals():
     assert len(mass) <= len(a) + len(b) - 1 and (mass > 0).all()
     np.testing.assert_allclose(np.bincount(ia, mass, len(a)), a, rtol=kernel_rtol(11), atol=0)
     np.testing.assert_allclose(np.bincount(ib, mass, len(b)), b, rtol=kernel_rtol(11), atol=0)
+    # unequal totals: the smaller side is matched in full, the larger up to that total
+    ia, ib, mass = rf._northwest(a, 0.5 * b)
+    np.testing.assert_allclose(np.bincount(ib, mass, len(b)), 0.5 * b, rtol=kernel_rtol(11), atol=0)
+    assert (np.bincount(ia, mass, len(a)) <= a * (1.0 + kernel_rtol(11))).all()
 
 
 @pytest.mark.parametrize("mode", ["w", "nnls", "M"])
@@ -164,7 +168,7 @@ def test_laplacian_flow_balances_G_on_each_component():
     X[3:] -= X[3:].mean(axis=0)
     I = np.array([0, 0, 1, 3, 4])
     J = np.array([1, 2, 2, 4, 5])
-    w = rng.random(5) + 0.1
+    w = np.ones(5)  # each component's Laplacian exactly singular: one row of each must be grounded
     Y = rf._laplacian_flow(X, I, J, w)
     div = np.zeros_like(X)
     np.add.at(div, I, Y)
@@ -180,9 +184,10 @@ def test_split_partitions_the_rows():
     n = np.linalg.norm(X, axis=1)
     labels = np.repeat(np.arange(4), 10)
     members = rf._members(labels, 4)
-    lab, split = rf._split(X, n, labels, members, np.array([0.0, 5.0, 1.0, 0.0]), 4, 0.9)
-    assert split >= 1 and lab.max() + 1 > 4
+    lab, split = rf._split(X, n, labels, members, np.array([0.0, 5.0, 0.1, 0.0]), 4, 0.9)
+    assert split == 1 and lab.max() + 1 > 4
     assert (lab[labels == 0] == 0).all() and (lab[labels == 3] == 3).all()  # no excess: untouched
+    assert (lab[labels == 2] == 2).all()  # 90% of the excess is in group 1 alone
     assert len(np.unique(lab[labels == 1])) > 1  # the group with the most excess is split
     new = lab >= 4
     assert set(labels[new]) <= {1, 2}  # new groups only from split groups, each within one old group
