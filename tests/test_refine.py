@@ -207,3 +207,41 @@ def test_refine_small_and_degenerate_inputs(G):
     assert r.value <= T * (1.0 + kernel_rtol(G.size)) and T <= (r.value + r.gap) * (1.0 + kernel_rtol(G.size))
     assert r.relative_gap <= TOL
     check_certificate(r, G)
+
+
+def test_next_start_moves_the_flow_and_separates_shared_points():
+    """Groups sharing an old point start apart (from one point the ALM would keep them
+    together); the old flow moves to the largest group on each point, and a pair whose
+    ends land on one group is dropped."""
+    from hilbertgeom.tension._results import Flow, TensionResult
+
+    P_old = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    # new groups: 0 and 1 on old point 0 (1 the larger), 2 on old point 1, none on old point 2
+    S = np.array([[1.0, 0.2], [3.0, -0.3], [-2.0, 0.1]])
+    pairs = np.array([[0, 1], [0, 2], [1, 2]])
+    Y = np.array([[1.0, 0.0], [0.5, -0.5], [0.0, 2.0]])
+    flow = Flow(pairs=pairs, vectors=Y, residual=np.zeros((3, 2)), cost=0.0)
+    res = TensionResult(value=0.0, potential=P_old, flow=flow, gap=0.0, status="optimal", method="alm",
+                        centered=False, iterations=1, diameter=2.0)
+    P, I, J, Yn = rf._next_start(S, res, P_old)
+    assert P.shape == (3, 2) and not np.array_equal(P[0], P[1])
+    np.testing.assert_array_equal(P[2], P_old[1])  # alone on its point: not moved
+    # old pair (0, 1) -> new (1, 2); old pairs with old point 2 have no group and are dropped
+    np.testing.assert_array_equal(np.stack([I, J], axis=1), [[1, 2]])
+    np.testing.assert_array_equal(Yn, [[1.0, 0.0]])
+
+
+def test_alm_warm_start_from_an_optimal_certificate_certifies_at_once():
+    """Started from a certified optimum (in G's coordinates), the ALM maps the potential
+    onto its row space and the flow onto its scale and certifies in its first outer
+    step; the bracket matches the cold solve's."""
+    from hilbertgeom.tension.solver import _alm_solve
+
+    G = head(60, 4, 8)
+    G = G - G.mean(axis=0)
+    cold = hg.min_tension(G, method="alm", tol=1e-9)
+    start = (cold.potential, cold.flow.pairs[:, 0], cold.flow.pairs[:, 1], cold.flow.vectors)
+    best, _, scale, _, why = _alm_solve(G, tol=1e-9, max_outer=1, verbose=False, start=start)
+    assert why == "optimal" and best.status == "optimal"
+    lo, hi = scale * best.value, scale * best.flow.cost
+    assert lo <= cold.value + cold.gap and cold.value <= hi

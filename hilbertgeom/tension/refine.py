@@ -46,6 +46,8 @@ _SPLIT_PARTS = 8
 _STALL = 4
 #: reweighting steps on the member pairs after each round's coupling (kept while they lower the cost)
 _REWEIGHT = 3
+#: how far apart the next round's start puts groups that share an old point
+_NUDGE = 0.05
 #: product coupling of two groups' members while it has at most this many pairs per member
 _PRODUCT_FANOUT = 64
 
@@ -54,16 +56,17 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _initial_labels(X: np.ndarray, n: np.ndarray, deadline: float, seed: int = 0) -> np.ndarray:
+def _initial_labels(X: np.ndarray, n: np.ndarray, deadline: float, seed: int = 0):
     """Each row's point in a short reweighted solve of the reduced problem (the
-    bracket's reduction, repair and best-point lift), as labels ``0 .. m-1``."""
+    bracket's reduction, repair and best-point lift): labels into the rows of the
+    returned points ``P`` (diameter at most 1), or ``None`` for one group."""
     _, m, R = _reduction(X, n, _INIT_ROWS, _INIT_ROWS // 4, seed)
     if m < 2:
-        return np.zeros(X.shape[0], np.intp)
+        return np.zeros(X.shape[0], np.intp), None
     S = R - R.mean(axis=0)
     _, Phi, _ = _irls_weights(S, _INIT_STEPS, deadline, power=_POWER)
     P = _repair(Phi, S)
-    return _best_match(X, P)
+    return _best_match(X, P), P
 
 
 def _compact(labels: np.ndarray) -> tuple[np.ndarray, int]:
@@ -78,16 +81,50 @@ def _members(labels: np.ndarray, m: int) -> list[np.ndarray]:
     return [order[starts[c] : starts[c + 1]] for c in range(m)]
 
 
-def _merged_solve(S: np.ndarray, tol: float, deadline: float) -> TensionResult:
-    """The groups' problem, solved by the ALM (its best certificate when it stops short)."""
-    from .solver import min_tension
+def _merged_solve(S: np.ndarray, tol: float, deadline: float, start=None) -> TensionResult:
+    """The groups' problem, solved by the ALM (its best certificate when it stops
+    short), from ``start = (Phi, I, J, Y)`` when given (the previous round's)."""
+    from .solver import _alm_solve, min_tension
 
     left = deadline - time.perf_counter()
-    try:
-        return min_tension(S, center=True, method="alm", tol=tol, verbose=False,
-                           time_limit=max(left, 1.0) if math.isfinite(left) else None)
-    except SolverError as err:
-        return err.result
+    if start is None or not np.any(S):
+        try:
+            return min_tension(S, center=True, method="alm", tol=tol, verbose=False,
+                               time_limit=max(left, 1.0) if math.isfinite(left) else None)
+        except SolverError as err:
+            return err.result
+    best, W, scale, _, _ = _alm_solve(S, tol=tol, max_outer=200, verbose=False,
+                                      deadline=max(deadline, time.perf_counter() + 1.0), start=start)
+    return _certify(S, best.potential @ W.T, best.flow.pairs[:, 0], best.flow.pairs[:, 1],
+                    scale * (best.flow.vectors @ W.T), method="alm", centered=False, iterations=best.iterations,
+                    tol=tol)
+
+
+def _next_start(S: np.ndarray, res: TensionResult, P_old: np.ndarray):
+    """The start of the next groups' solve: each new group near the old point that
+    serves its sum best (groups sharing one point moved apart along their own
+    directions by ``_NUDGE``: from one point the solve would keep them there), and
+    the old flow moved to the largest group on each old point (pairs whose ends
+    land on one group are dropped)."""
+    parent = _best_match(S, P_old)
+    size = _rownorms(S)
+    U = S / np.where(size > 0, size, 1.0)[:, None]
+    cnt = np.bincount(parent, minlength=P_old.shape[0])
+    mean_u = _group_sums(U, parent, P_old.shape[0]) / np.maximum(cnt, 1)[:, None]
+    P = P_old[parent] + _NUDGE * np.where((cnt[parent] > 1)[:, None], U - mean_u[parent], 0.0)
+    child = np.full(P_old.shape[0], -1, np.intp)
+    order = np.argsort(size, kind="stable")  # the largest child written last
+    child[parent[order]] = order
+    pairs, Y = res.flow.pairs, res.flow.vectors
+    if pairs.size == 0:
+        z = np.zeros(0, np.intp)
+        return P, z, z, np.zeros((0, S.shape[1]))
+    a, b = child[pairs[:, 0]], child[pairs[:, 1]]
+    ok = (a >= 0) & (b >= 0) & (a != b)
+    a, b, Y = a[ok], b[ok], Y[ok]
+    swap = a > b
+    Y = np.where(swap[:, None], -Y, Y)
+    return P, np.minimum(a, b), np.maximum(a, b), Y
 
 
 def _shares(X, mem, s_c, lam, D, mode: str) -> np.ndarray:
@@ -275,20 +312,36 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     V = X.shape[0]
     t0 = time.perf_counter()
     n = _rownorms(X)
-    labels = _initial_labels(X, n, deadline)
+    labels, P_init = _initial_labels(X, n, deadline)
+    if P_init is not None:
+        P_init = P_init[np.unique(labels)]  # group c's own point, in the order _compact numbers them
+    start = None
     mtol = max(min(tol / 10.0, 1e-8), 1e-12)  # the groups' solve well inside tol: its gap carries over
     top_gap, stalled = math.inf, 0
     best_val, best_P = -math.inf, None
     best_cost, best_flow = math.inf, (np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros((0, X.shape[1])))
     why = "iteration_limit"
     rounds = 0
+    res_prev, warm_ok = None, False
     for rounds in range(1, max_rounds + 1):
         labels, m = _compact(labels)
         if m < 2:  # one group has no problem to solve: every row its own group
             labels, m = np.arange(V), V
+            P_init = start = None
         S = _group_sums(X, labels, m)
         S -= S.mean(axis=0)
-        res = _merged_solve(S, mtol, deadline)
+        if rounds == 1 and P_init is not None:  # the first groups start on their own points
+            z = np.zeros(0, np.intp)
+            start = (P_init, z, z, np.zeros((0, X.shape[1])))
+        elif res_prev is not None and warm_ok:
+            # from the previous round's solution while rounds halve the gap; otherwise from
+            # scratch (the ALM's own start spreads its flow over more pairs, which the
+            # coupling needs: measured on synthetic heads, warm starts there stall)
+            start = _next_start(S, res_prev, res_prev.potential)
+        else:
+            start = None
+        res = _merged_solve(S, mtol, deadline, start)
+        res_prev = res
         P = res.potential
         near = _best_match(X, P)  # each row on its best point: a feasible potential of G
         members = _members(labels, m)
@@ -326,6 +379,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if time.perf_counter() > deadline:
             why = "time_limit"
             break
+        warm_ok = gap <= 0.5 * top_gap
         stalled = stalled + 1 if gap > 0.9 * top_gap else 0
         top_gap = min(top_gap, gap)
         if stalled >= _STALL:  # splitting no longer narrows the gap

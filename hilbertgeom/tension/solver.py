@@ -246,12 +246,14 @@ def _progress(msg: str) -> None:
 
 
 def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, deadline: float = math.inf,
-               mu: float = 0.01, lbfgs_iter: int = 50, report_scale: float = 1.0):
+               mu: float = 0.01, lbfgs_iter: int = 50, report_scale: float = 1.0, start=None):
     """ALM on the potential form, in the row space of ``G`` and at unit mean
     row norm.  Outer: multipliers (the flow) ``y <- y(Phi)``.  Inner: a short
-    L-BFGS warm-up, then semismooth Newton-CG to rounding level.  Returns
-    ``(best certificate in the reduced coordinates, W, scale, k, why)`` with
-    ``why`` one of ``"optimal"``, ``"iteration_limit"``, ``"time_limit"``."""
+    L-BFGS warm-up, then semismooth Newton-CG to rounding level.  ``start``:
+    ``(Phi, I, J, Y)``, a potential and a flow of ``G`` to start from (the
+    cluster refinement's previous round) instead of RowNorm and no flow.
+    Returns ``(best certificate in the reduced coordinates, W, scale, k, why)``
+    with ``why`` one of ``"optimal"``, ``"iteration_limit"``, ``"time_limit"``."""
     from scipy.optimize import minimize
 
     V, d = G.shape
@@ -274,6 +276,13 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
     z = np.zeros(0, np.intp)
     best = _certify(Cs, P, z, z, np.zeros((0, k)), method="alm", centered=False, iterations=0, tol=tol)
     top_P, top_flow = best.potential, (z, z, np.zeros((0, k)), best.flow.cost)
+    if start is not None:  # projected on the row space: no distance grows
+        P0, I0, J0, Y0 = start
+        P0 = P0 @ W
+        st.I, st.J, st.L = np.asarray(I0, np.intp), np.asarray(J0, np.intp), (Y0 @ W) / scale
+        cert = _certify(Cs, P0, st.I, st.J, st.L, method="alm", centered=False, iterations=0, tol=tol)
+        best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, st, Cs, 0, tol)
+        P = cert.potential
     why = "iteration_limit"
 
     def fun(x):
@@ -316,7 +325,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
         if time.perf_counter() > deadline:
             why = "time_limit"
             break
-        if outer == 1 and best.relative_gap > _IRLS_GAP and V <= _IRLS_MAX_V:
+        if outer == 1 and start is None and best.relative_gap > _IRLS_GAP and V <= _IRLS_MAX_V:
             # the ALM's flow has not left the balanced flow's neighbourhood (cross-entropy
             # rows): restart from the scalar-weight dual's flow and potential
             start = _irls_flow(Cs, _IRLS_STEPS, deadline)
