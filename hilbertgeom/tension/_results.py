@@ -16,6 +16,7 @@ from ..rows import row_diameter
 __all__ = ["Flow", "TensionBounds", "TensionResult"]
 
 _U64 = float(np.finfo(np.float64).eps) / 2.0
+_NORM_CHUNK = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,12 @@ def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, itera
 
 def _rownorms(X, xp=np):
     """Euclidean row norms, each row divided by its largest entry first (no under- or
-    overflow of the squares); any array namespace ``xp`` (also :mod:`hilbertgeom.gpu`)."""
+    overflow of the squares); any array namespace ``xp`` (also :mod:`hilbertgeom.gpu`).
+    NumPy arrays of more than ``2^22`` entries go by chunks of rows (the temporaries
+    stay at 32 MiB; the norms are the same)."""
+    if xp is np and X.ndim == 2 and X.size > _NORM_CHUNK:
+        step = max(1, _NORM_CHUNK // max(X.shape[1], 1))
+        return np.concatenate([_rownorms(X[a : a + step]) for a in range(0, X.shape[0], step)])
     m = xp.max(xp.abs(X), axis=1)
     ms = xp.where(m > 0, m, xp.ones_like(m))
     Y = X / xp.reshape(ms, (-1, 1))

@@ -30,7 +30,8 @@ import time
 import numpy as np
 
 from ..exceptions import SolverError
-from ._results import TensionResult, _certify, _flow_of, _rownorms
+from ..rows import row_diameter
+from ._results import _U64, TensionResult, _certify, _rownorms
 from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _reduction, _repair
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -46,6 +47,8 @@ _SPLIT_PARTS = 8
 _STALL = 4
 #: reweighting steps on the member pairs after each round's coupling (kept while they lower the cost)
 _REWEIGHT = 3
+#: entries of one chunk of flow vectors (pairs x d) made at a time: 32 MiB
+_CHUNK = 1 << 22
 #: how far apart the next round's start puts groups that share an old point
 _NUDGE = 0.05
 #: product coupling of two groups' members while it has at most this many pairs per member
@@ -98,6 +101,18 @@ def _merged_solve(S: np.ndarray, tol: float, deadline: float, start=None) -> Ten
     return _certify(S, best.potential @ W.T, best.flow.pairs[:, 0], best.flow.pairs[:, 1],
                     scale * (best.flow.vectors @ W.T), method="alm", centered=False, iterations=best.iterations,
                     tol=tol)
+
+
+def _high_rank(S: np.ndarray) -> bool:
+    """Rank above ``_NEWTON_MIN_RANK`` and at least ``_NEWTON_RANK`` of the rows: where the ALM hands the
+    groups' problem to Newton and a solve from scratch is slow (measured at d = 384;
+    at d = 32 and below, solves from scratch are fast and their flows serve the
+    coupling better)."""
+    from .solver import _NEWTON_MIN_RANK, _NEWTON_RANK
+
+    s = np.linalg.svd(S, compute_uv=False)
+    rank = int(np.sum(s > s[0] * max(S.shape) * _U64)) if s.size and s[0] > 0 else 0
+    return rank > _NEWTON_MIN_RANK and rank >= _NEWTON_RANK * S.shape[0]
 
 
 def _next_start(S: np.ndarray, res: TensionResult, P_old: np.ndarray):
@@ -242,27 +257,89 @@ def _coupling(X, members, res: TensionResult, S: np.ndarray, mode: str):
     return np.concatenate(I), np.concatenate(J), np.concatenate(W)
 
 
-def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
-    """``y_e = w_e (phi_i - phi_j)`` with ``Phi`` solving ``L_w Phi = G`` (sparse LU,
-    one row grounded per connected component): a flow that balances ``G`` up to
-    the solve's rounding (the certificate repairs what is left)."""
+def _laplacian(I, J, w, V: int):
     import scipy.sparse as sp
+
+    return sp.coo_matrix((np.concatenate([-w, -w, w, w]), (np.concatenate([I, J, I, J]), np.concatenate([J, I, I, J]))),
+                         shape=(V, V)).tocsr()
+
+
+def _laplacian_potential(X: np.ndarray, I, J, w) -> np.ndarray:
+    """``Phi`` solving ``L_w Phi = X`` (sparse LU, one row grounded per connected
+    component): the flow ``y_e = w_e (phi_i - phi_j)`` balances ``X`` up to the
+    solve's rounding (the certificate repairs what is left)."""
     from scipy.sparse.csgraph import connected_components
     from scipy.sparse.linalg import splu
 
     V, d = X.shape
+    Phi = np.zeros((V, d))
     if I.size == 0:
-        return np.zeros((0, d))
-    L = sp.coo_matrix((np.concatenate([-w, -w, w, w]), (np.concatenate([I, J, I, J]), np.concatenate([J, I, I, J]))),
-                      shape=(V, V)).tocsr()
+        return Phi
+    L = _laplacian(I, J, w, V)
     _, comp = connected_components(L, directed=False)
     ground = np.zeros(V, bool)
     ground[np.unique(comp, return_index=True)[1]] = True  # one row of each component at 0
     free = np.flatnonzero(~ground)
-    Phi = np.zeros((V, d))
     if free.size:
         Phi[free] = splu(L[free][:, free].tocsc()).solve(X[free])
-    return w[:, None] * (Phi[I] - Phi[J])
+    return Phi
+
+
+def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
+    """The flow ``y_e = w_e (phi_i - phi_j)`` of :func:`_laplacian_potential`, explicit."""
+    if I.size == 0:
+        return np.zeros((0, X.shape[1]))
+    return _pair_flow(I, J, w, _laplacian_potential(X, I, J, w))
+
+
+def _pair_flow(I, J, w, Phi, sl=slice(None)) -> np.ndarray:
+    """``w_e (phi_I[e] - phi_J[e])`` for the pairs ``sl``: the one formula by which a
+    flow kept as ``(I, J, w, Phi)`` becomes vectors (chunk by chunk or at the end)."""
+    return w[sl, None] * (Phi[I[sl]] - Phi[J[sl]])
+
+
+def _chunks(n: int, d: int):
+    step = max(1, _CHUNK // max(d, 1))
+    return (slice(a, min(a + step, n)) for a in range(0, n, step))
+
+
+def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None):
+    """A flow kept as ``(I, J, w, Phi)`` (``O(pairs + V d)`` memory; its ``pairs x d``
+    vectors are made chunk by chunk, never at once): ``(cost, row excess)``.
+
+    ``cost`` is its cost with the residual ``X - L_w Phi`` carried by the balanced
+    flow, bounded by ``(V-1)/V sum ||r_i||``, with the rounding factors of
+    :func:`~hilbertgeom.tension._results._flow_of`: it guides the rounds; the
+    certificate is made once, by ``_flow_of``, on the flow kept at the end.  With
+    a potential ``Pn``, each row's excess ``sum_e ||y_e|| - <y_e, pn_i - pn_j>``
+    over its pairs plus its residual norm (else ``None``)."""
+    V, d = X.shape
+    r = X - _laplacian(I, J, w, V) @ Phi if I.size else X.copy()
+    total = 0.0
+    rowex = np.zeros(V) if Pn is not None else None
+    for sl in _chunks(I.size, d):
+        Y = _pair_flow(I, J, w, Phi, sl)
+        nrm = _rownorms(Y)
+        total += float(nrm.sum())
+        if rowex is not None:
+            ex = nrm - np.einsum("ij,ij->i", Y, Pn[I[sl]] - Pn[J[sl]])
+            rowex += np.bincount(I[sl], ex, V) + np.bincount(J[sl], ex, V)
+    rn = _rownorms(r)
+    if rowex is not None:
+        rowex += rn
+    res_cost = (V - 1) / V * float(rn.sum()) * (1.0 + 4.0 * V * _U64)
+    cost = (total * (1.0 + 4.0 * (I.size + d) * _U64) + res_cost) * (1.0 + 4.0 * _U64)
+    return cost, rowex
+
+
+def _value_of(X: np.ndarray, P: np.ndarray):
+    """``P`` centred and scaled to diameter 1 by the exact kernel, and ``<X, P>``
+    (as :func:`~hilbertgeom.tension._results._certify` makes the lower bound)."""
+    Pc = P - P.mean(axis=0)
+    D = row_diameter(Pc) if X.shape[0] > 1 else 0.0
+    if D > 0:
+        Pc = Pc / D
+    return float(np.sum(X * Pc)), Pc
 
 
 def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.ndarray, int]:
@@ -319,7 +396,8 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     mtol = max(min(tol / 10.0, 1e-8), 1e-12)  # the groups' solve well inside tol: its gap carries over
     top_gap, stalled = math.inf, 0
     best_val, best_P = -math.inf, None
-    best_cost, best_flow = math.inf, (np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros((0, X.shape[1])))
+    z = np.zeros(0, np.intp)
+    best_cost, best_flow = math.inf, (z, z, np.zeros(0), np.zeros_like(X))
     why = "iteration_limit"
     rounds = 0
     res_prev, warm_ok = None, False
@@ -333,40 +411,46 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if rounds == 1 and P_init is not None:  # the first groups start on their own points
             z = np.zeros(0, np.intp)
             start = (P_init, z, z, np.zeros((0, X.shape[1])))
-        elif res_prev is not None and warm_ok:
-            # from the previous round's solution while rounds halve the gap; otherwise from
-            # scratch (the ALM's own start spreads its flow over more pairs, which the
-            # coupling needs: measured on synthetic heads, warm starts there stall)
+        elif res_prev is not None and (warm_ok or _high_rank(S)):
+            # from the previous round's solution while rounds halve the gap, or where a solve
+            # from scratch is slow (high rank); otherwise from scratch (the ALM's own start
+            # spreads its flow over more pairs, which the coupling needs: measured on
+            # synthetic heads, warm starts there stall)
             start = _next_start(S, res_prev, res_prev.potential)
         else:
             start = None
         res = _merged_solve(S, mtol, deadline, start)
+        if rounds > 1 and time.perf_counter() > deadline:
+            why = "time_limit"  # this round's groups' solve was cut short: the best so far stands
+            break
         res_prev = res
         P = res.potential
         near = _best_match(X, P)  # each row on its best point: a feasible potential of G
         members = _members(labels, m)
         # the cheapest of the three couplings, then reweighting on its member pairs while it
-        # lowers the cost: w_e <- ||y_e|| (the IRLS step)
+        # lowers the cost: w_e <- ||y_e|| (the IRLS step).  Flows are kept as (I, J, w, Phi).
         candidates = []
         for mode in ("w", "nnls", "M"):
             Ic, Jc, w = _coupling(X, members, res, S, mode)
-            Yc = _laplacian_flow(X, Ic, Jc, w)
-            candidates.append((_flow_of(X, Ic, Jc, Yc), Ic, Jc, Yc))
-        flow, I, J, Y = min(candidates, key=lambda c: c[0].cost)
+            Phi = _laplacian_potential(X, Ic, Jc, w)
+            candidates.append((_lean_flow(X, Ic, Jc, w, Phi)[0], Ic, Jc, w, Phi))
+        cost, I, J, w, Phi = min(candidates, key=lambda c: c[0])
+        del candidates
         for _ in range(_REWEIGHT):
-            w = _rownorms(Y)
-            if not np.any(w > 0):
+            wr = np.concatenate([_rownorms(_pair_flow(I, J, w, Phi, sl)) for sl in _chunks(I.size, X.shape[1])]
+                                or [np.zeros(0)])
+            if not np.any(wr > 0):
                 break
-            Yr = _laplacian_flow(X, I, J, w)
-            fr = _flow_of(X, I, J, Yr)
-            if fr.cost >= flow.cost:
+            Phr = _laplacian_potential(X, I, J, wr)
+            cr = _lean_flow(X, I, J, wr, Phr)[0]
+            if cr >= cost:
                 break
-            flow, Y = fr, Yr
-        cert = _certify(X, P[near], I, J, Y, method="refine", centered=False, iterations=rounds, tol=tol, flow=flow)
-        if cert.value > best_val:
-            best_val, best_P = cert.value, cert.potential
-        if cert.flow.cost < best_cost:
-            best_cost, best_flow = cert.flow.cost, (I, J, Y)
+            cost, w, Phi = cr, wr, Phr
+        value, Pn = _value_of(X, P[near])
+        if value > best_val:
+            best_val, best_P = value, Pn
+        if cost < best_cost:
+            best_cost, best_flow = cost, (I, J, w, Phi)
         gap = (best_cost - best_val) / best_val if best_val > 0 else math.inf
         if verbose:
             f = report_scale
@@ -385,13 +469,12 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if stalled >= _STALL:  # splitting no longer narrows the gap
             break
         # the excess of each flow vector over its pair's difference, per row, per group
-        Pn = cert.potential
-        ex = _rownorms(Y) - np.einsum("ij,ij->i", Y, Pn[I] - Pn[J])
-        rowex = np.bincount(I, ex, V) + np.bincount(J, ex, V) + _rownorms(cert.flow.residual)
+        rowex = _lean_flow(X, I, J, w, Phi, Pn)[1]
         labels, split = _split(X, n, labels, members, np.bincount(labels, rowex, m), _SPLIT_PARTS, _SPLIT_SHARE)
         if split == 0:  # every group with excess is a single row: nothing left to refine
             break
         # the other rows move to their best point
         labels = np.where(labels >= m, labels, near)
-    I, J, Y = best_flow
+    I, J, w, Phi = best_flow
+    Y = _pair_flow(I, J, w, Phi) if I.size else np.zeros((0, X.shape[1]))
     return best_P, I, J, Y, rounds, why

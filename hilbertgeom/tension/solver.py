@@ -245,6 +245,37 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+_NEWTON_MAX_V = 1024  # dense V x V Laplacian inverse per Newton step (8 MiB at this size)
+_NEWTON_RANK = 0.25  # ... only at rank k >= this share of V and above _NEWTON_MIN_RANK: below, the ALM is
+_NEWTON_MIN_RANK = 64  # as fast (measured at d = 32) and its flows serve the cluster refinement's coupling better
+_NEWTON_GAP = 1e-2  # the ALM's relative gap below which its flow's pairs are taken as the support
+
+
+def _newton_polish(Cs, st, P, best, top_P, top_flow, outer, tol, deadline, verbose, f, t0):
+    """:func:`hilbertgeom.tension.newton.support_newton` from the ALM's flow (``lambda_e =
+    ||y_e|| / ||p_i - p_j||`` on its pairs), every centred iterate certified and kept
+    by :func:`_keep_best`.  Returns the updated ``(best, top_P, top_flow)``."""
+    from types import SimpleNamespace
+
+    from .newton import support_newton
+
+    box = [best, top_P, top_flow]
+
+    def certify(Phi, I, J, Y):
+        cert = _certify(Cs, Phi, I, J, Y, method="alm", centered=False, iterations=outer, tol=tol)
+        box[:] = _keep_best(box[0], box[1], box[2], cert, SimpleNamespace(I=I, J=J, L=Y), Cs, outer, tol)
+        return box[0].relative_gap
+
+    dist = _rownorms(P[st.I] - P[st.J])
+    lam = _rownorms(st.L) / np.where(dist > 0, dist, 1.0)
+    steps = support_newton(Cs, st.I, st.J, lam, P, tol=tol, deadline=deadline, certify=certify,
+                           gap=best.relative_gap)
+    if verbose:
+        _progress(f"  min_tension Newton on the flow's support ({steps} steps): T in [{box[0].value * f:.12g}, "
+                  f"{box[0].flow.cost * f:.12g}]  rel gap {box[0].relative_gap:.2e}  {time.perf_counter() - t0:.1f} s")
+    return box[0], box[1], box[2]
+
+
 def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, deadline: float = math.inf,
                mu: float = 0.01, lbfgs_iter: int = 50, report_scale: float = 1.0, start=None):
     """ALM on the potential form, in the row space of ``G`` and at unit mean
@@ -296,6 +327,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
             raise StopIteration  # L-BFGS-B returns its current point
 
     newton_failed = False
+    newton_gap = _NEWTON_GAP
     for outer in range(1, max_outer + 1):
         if outer == 1 or newton_failed:  # warm-up where Newton has no good start
             res = minimize(fun, P.ravel(), jac=True, method="L-BFGS-B", callback=stop_at_deadline,
@@ -325,6 +357,18 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
         if time.perf_counter() > deadline:
             why = "time_limit"
             break
+        if (V <= _NEWTON_MAX_V and k > _NEWTON_MIN_RANK and k >= _NEWTON_RANK * V and st.I.size
+                and best.relative_gap <= newton_gap):
+            # the ALM's flow marks the support: Newton on the scalar-weight dual there, for
+            # at most as long as the ALM has run (again once the ALM's gap is 10x narrower)
+            newton_gap = best.relative_gap / 10.0
+            spent = time.perf_counter() - t0
+            best, top_P, top_flow = _newton_polish(Cs, st, P, best, top_P, top_flow, outer, tol,
+                                                   min(deadline, time.perf_counter() + max(spent, 5.0)),
+                                                   verbose, scale * report_scale, t0)
+            if best.status == "optimal":
+                why = "optimal"
+                break
         if outer == 1 and start is None and best.relative_gap > _IRLS_GAP and V <= _IRLS_MAX_V:
             # the ALM's flow has not left the balanced flow's neighbourhood (cross-entropy
             # rows): restart from the scalar-weight dual's flow and potential
