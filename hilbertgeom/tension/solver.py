@@ -413,8 +413,9 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
         by one sparse weighted-Laplacian solve (the upper bound); the groups
         with the most excess are split and the round repeats (``max_iter``
         rounds at most; it stops after 4 rounds that do not narrow the gap
-        by 10%).  Memory ``O(V d + pairs d)``, pairs being the member pairs
-        of adjacent groups.  See ``docs/theory/tension.md``, *Cluster
+        by 10%).  Memory ``O(V d + pairs)`` during the rounds (flows kept as
+        pairs, weights and a potential), pairs being the member pairs of
+        adjacent groups; the returned flow's vectors are ``pairs x d``.  See ``docs/theory/tension.md``, *Cluster
         refinement*.
         ``alm``: an augmented-Lagrangian method on
         the potential form that only ever touches pairs at distance ``> 1`` or
@@ -427,7 +428,11 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
         When the first outer step leaves a gap above ``1e-2`` (cross-entropy
         rows) and ``V <= 2048``, the ALM restarts from 30 reweighted
         least-squares steps on the scalar-weight dual (dense, ``O(V^2)``
-        memory).  Exactly equal rows are merged first (see Notes).
+        memory).  At high rank (``k > 64``, ``k >= V/4``, ``V <= 1024``) the
+        ALM hands over to log-barrier Newton on that dual restricted to its
+        flow's support once its gap is below ``1e-2`` (a dense ``|A| x |A|``
+        Hessian, ``|A|`` the support's pairs, at most 6000).  Exactly equal
+        rows are merged first (see Notes).
         ``cvxpy-*``: the reference conic programs over all pairs (small ``V``
         only, CPU only).
     tol : float
@@ -486,10 +491,10 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     On real head gradients with thousands of rows the ALM does not reach a
     tight certificate within minutes; ``refine`` certifies ``tol=1e-6`` on the
     4096 largest rows of the MiniLM gradient projected to ``d = 32`` in
-    70--84 s on 2 cores (``docs/theory/tension.md``, *Measured*).  At
-    ``d = 384`` its groups' problem (a few hundred rows of rank a few hundred)
-    is beyond the ALM; :func:`~hilbertgeom.tension_bracket` brackets ``T``
-    there, and at full vocabulary, to about ``1e-3``, with the same rigour.
+    31--45 s on 2 cores, and at ``d = 384`` reaches ``5e-7`` to ``5e-6`` in
+    5 minutes (``docs/theory/tension.md``, *Measured*).  At full vocabulary
+    :func:`~hilbertgeom.tension_bracket` brackets ``T`` to about ``1e-3``,
+    with the same rigour.
 
     Merging equal rows.  If ``g_i = g_j``, some optimal potential has
     ``phi_i = phi_j``: the feasible set ``{D(Phi) <= 1}`` is convex and
