@@ -132,3 +132,18 @@ def test_a_wrong_derivative_is_caught(bad, monkeypatch):
         monkeypatch.setattr(nt, "_state", state)
     cert, _ = newton_certified(S, I, J, np.ones(m - 1), P, max_steps=40)
     assert cert.relative_gap > TOL
+
+
+def test_a_failing_newton_leaves_the_alm_to_finish(capsys, monkeypatch):
+    """A singular system inside Newton is reported and the ALM certifies on its own."""
+    from hilbertgeom.tension import solver
+
+    def boom(*args, **kwargs):
+        raise np.linalg.LinAlgError("planted: singular")
+
+    monkeypatch.setattr(solver, "_NEWTON_MIN_RANK", 8)
+    monkeypatch.setattr(nt, "support_newton", boom)
+    G = np.random.default_rng(7).standard_normal((24, 30))
+    r = hg.min_tension(G, center=True, method="alm", tol=TOL, verbose=True)
+    assert "stopped (planted: singular)" in capsys.readouterr().err
+    assert r.relative_gap <= TOL

@@ -268,8 +268,13 @@ def _newton_polish(Cs, st, P, best, top_P, top_flow, outer, tol, deadline, verbo
 
     dist = _rownorms(P[st.I] - P[st.J])
     lam = _rownorms(st.L) / np.where(dist > 0, dist, 1.0)
-    steps = support_newton(Cs, st.I, st.J, lam, P, tol=tol, deadline=deadline, certify=certify,
-                           gap=best.relative_gap)
+    try:
+        steps = support_newton(Cs, st.I, st.J, lam, P, tol=tol, deadline=deadline, certify=certify,
+                               gap=best.relative_gap)
+    except (np.linalg.LinAlgError, ValueError) as err:  # a singular or non-finite step: the ALM goes on
+        if verbose:
+            _progress(f"  min_tension Newton on the flow's support stopped ({err}); the ALM goes on")
+        return box[0], box[1], box[2]
     if verbose:
         _progress(f"  min_tension Newton on the flow's support ({steps} steps): T in [{box[0].value * f:.12g}, "
                   f"{box[0].flow.cost * f:.12g}]  rel gap {box[0].relative_gap:.2e}  {time.perf_counter() - t0:.1f} s")
