@@ -451,7 +451,8 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             best_val, best_P = value, Pn
         if cost < best_cost:
             best_cost, best_flow = cost, (I, J, w, Phi)
-        gap = (best_cost - best_val) / best_val if best_val > 0 else math.inf
+        # as _certify will widen it (the rounding of <X, P>), so that "optimal" here is optimal there
+        gap = (best_cost - best_val + 4.0 * (X.size + 2) * _U64 * best_val) / best_val if best_val > 0 else math.inf
         if verbose:
             f = report_scale
             _progress(f"  min_tension refine round {rounds:3d}: {m} groups, T in [{best_val * f:.12g}, "
