@@ -67,13 +67,13 @@ def _state(S, I, J, lam, mu):
 def _newton_step(I, J, lam, mu, grad, Linv, Dv):
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-    Q = Linv[I] - Linv[J]  # B^T L^+ (rows gathered, contiguous)
-    H = Q[:, I]
-    H -= Q[:, J]  # B^T L^+ B
+    Qt = np.ascontiguousarray((Linv[I] - Linv[J]).T)  # (B^T L^+)^T, so that both gathers take rows
+    H = Qt[I]
+    H -= Qt[J]  # (B^T L^+ B)^T = B^T L^+ B
     H *= Dv @ Dv.T
     H[np.diag_indices_from(H)] += mu / (lam * lam)
     try:
-        return -cho_solve(cho_factor(H), grad)
+        return -cho_solve(cho_factor(H, check_finite=False), grad, check_finite=False)
     except LinAlgError:  # numerically semidefinite: a ridge of the diagonal's scale
         H[np.diag_indices_from(H)] *= 1.0 + 1e-10
         return -np.linalg.lstsq(H, grad, rcond=None)[0]
