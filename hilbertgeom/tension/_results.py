@@ -132,6 +132,16 @@ def _incidence(I, J, V):
     return sp.csr_matrix((data, (rows, cols)), shape=(V, m))
 
 
+def _laplacian(I, J, w, V):
+    """Sparse ``V x V`` weighted graph Laplacian ``B diag(w) B^T`` of the pairs ``(I, J)``
+    (built from its entries: twice as fast as the product at 0.7 million pairs)."""
+    import scipy.sparse as sp
+
+    w = np.asarray(w, dtype=np.float64)
+    return sp.coo_matrix((np.concatenate([-w, -w, w, w]), (np.concatenate([I, J, I, J]), np.concatenate([J, I, I, J]))),
+                         shape=(V, V)).tocsr()
+
+
 def _divergence(I, J, Y, V):
     """``sum_j y_ij`` for the flow ``Y`` on pairs ``(I, J)``: ``B Y``."""
     if len(I) == 0:
@@ -157,20 +167,26 @@ def _flow_of(G: np.ndarray, I, J, Y) -> Flow:
     return Flow(pairs=np.stack([I[keep], J[keep]], axis=1), vectors=Y[keep], residual=r, cost=cost)
 
 
-def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, iterations, tol,
-             flow: Flow | None = None) -> TensionResult:
-    """Build the certificate from any potential and any explicit flow (``flow``: that
-    flow already made by :func:`_flow_of`, not made again)."""
-    V = G.shape[0]
+def _feasible_value(G: np.ndarray, Phi: np.ndarray):
+    """The lower bound of a certificate: ``Phi`` centred and divided by its exact
+    diameter, ``(value <G, Pc>, Pc, D(Pc))`` (the zero potential when the value
+    would be negative)."""
     Pc = Phi - Phi.mean(axis=0)
-    D = row_diameter(Pc) if V > 1 else 0.0
+    D = row_diameter(Pc) if G.shape[0] > 1 else 0.0
     if D > 0:
         Pc = Pc / D
         D = row_diameter(Pc)
     value = float(np.sum(G * Pc))
     if value < 0:  # only possible for a useless potential; the zero potential is better
-        Pc = np.zeros_like(Pc)
-        value, D = 0.0, 0.0
+        return 0.0, np.zeros_like(Pc), 0.0
+    return value, Pc, D
+
+
+def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, iterations, tol,
+             flow: Flow | None = None) -> TensionResult:
+    """Build the certificate from any potential and any explicit flow (``flow``: that
+    flow already made by :func:`_flow_of`, not made again)."""
+    value, Pc, D = _feasible_value(G, Phi)
     if flow is None:
         flow = _flow_of(G, I, J, Y)
     cost = flow.cost

@@ -30,6 +30,9 @@ import time
 
 import numpy as np
 
+from .._pairs import pairs_beyond
+from ._results import _laplacian
+
 __all__: list[str] = []  # reached through min_tension
 
 #: pairs of the support at most (the Hessian is |A| x |A|: 8 * 6000^2 bytes = 288 MB)
@@ -45,10 +48,7 @@ def _laplacian_inverse(lam, I, J, m):
     graph, so that ``B^T (.) B`` and ``(.) S`` for centred ``S`` are those of ``L^+``."""
     from scipy.linalg import cho_factor, cho_solve
 
-    L = np.zeros((m, m))
-    np.add.at(L, (I, J), -lam)
-    L = L + L.T
-    L[np.diag_indices(m)] = -L.sum(axis=1)
+    L = _laplacian(I, J, lam, m).toarray()
     L += 1.0 / m
     return cho_solve(cho_factor(L), np.eye(m))
 
@@ -142,11 +142,9 @@ def support_newton(S: np.ndarray, I, J, lam, P, *, tol: float, deadline: float =
             gap = certify(Phi, I, J, lam[:, None] * Dv) if certify is not None else math.inf
             if gap <= tol:
                 break
-            sq = np.einsum("ij,ij->i", Phi, Phi)
-            far = np.triu(sq[:, None] + sq[None, :] - 2.0 * (Phi @ Phi.T) > 1.0, 1)
-            far[I, J] = False
-            far[J, I] = False
-            fi, fj = np.nonzero(far)
+            fi, fj = pairs_beyond(Phi, np, 1.0)  # the shared screened-and-confirmed primitive
+            new = ~np.isin(fi * m + fj, np.minimum(I, J) * m + np.maximum(I, J))
+            fi, fj = fi[new].astype(np.intp), fj[new].astype(np.intp)
             if fi.size:
                 if I.size + fi.size > _MAX_SUPPORT:
                     break

@@ -24,15 +24,13 @@ until the certified gap meets ``tol``.  See ``docs/theory/tension.md``,
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
 
 from ..exceptions import SolverError
-from ..rows import row_diameter
-from ._results import _U64, TensionResult, _certify, _rownorms
-from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _reduction, _repair
+from ._results import _U64, TensionResult, _certify, _feasible_value, _laplacian, _rownorms
+from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress, _reduction, _repair
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
@@ -53,10 +51,6 @@ _CHUNK = 1 << 22
 _NUDGE = 0.05
 #: product coupling of two groups' members while it has at most this many pairs per member
 _PRODUCT_FANOUT = 64
-
-
-def _progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def _initial_labels(X: np.ndarray, n: np.ndarray, deadline: float, seed: int = 0):
@@ -104,15 +98,13 @@ def _merged_solve(S: np.ndarray, tol: float, deadline: float, start=None) -> Ten
 
 
 def _high_rank(S: np.ndarray) -> bool:
-    """Rank above ``_NEWTON_MIN_RANK`` and at least ``_NEWTON_RANK`` of the rows: where the ALM hands the
-    groups' problem to Newton and a solve from scratch is slow (measured at d = 384;
-    at d = 32 and below, solves from scratch are fast and their flows serve the
-    coupling better)."""
-    from .solver import _NEWTON_MIN_RANK, _NEWTON_RANK
+    """The groups' problem has the rank at which the ALM hands it to Newton and a
+    solve from scratch is slow (measured at d = 384; at d = 32 and below, solves from
+    scratch are fast and their flows serve the coupling better)."""
+    from .solver import _high_rank as high
+    from .solver import _rank
 
-    s = np.linalg.svd(S, compute_uv=False)
-    rank = int(np.sum(s > s[0] * max(S.shape) * _U64)) if s.size and s[0] > 0 else 0
-    return rank > _NEWTON_MIN_RANK and rank >= _NEWTON_RANK * S.shape[0]
+    return high(_rank(np.linalg.svd(S, compute_uv=False), S.shape), S.shape[0])
 
 
 def _next_start(S: np.ndarray, res: TensionResult, P_old: np.ndarray):
@@ -257,13 +249,6 @@ def _coupling(X, members, res: TensionResult, S: np.ndarray, mode: str):
     return np.concatenate(I), np.concatenate(J), np.concatenate(W)
 
 
-def _laplacian(I, J, w, V: int):
-    import scipy.sparse as sp
-
-    return sp.coo_matrix((np.concatenate([-w, -w, w, w]), (np.concatenate([I, J, I, J]), np.concatenate([J, I, I, J]))),
-                         shape=(V, V)).tocsr()
-
-
 def _laplacian_potential(X: np.ndarray, I, J, w) -> np.ndarray:
     """``Phi`` solving ``L_w Phi = X`` (sparse LU, one row grounded per connected
     component): the flow ``y_e = w_e (phi_i - phi_j)`` balances ``X`` up to the
@@ -330,16 +315,6 @@ def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None):
     res_cost = (V - 1) / V * float(rn.sum()) * (1.0 + 4.0 * V * _U64)
     cost = (total * (1.0 + 4.0 * (I.size + d) * _U64) + res_cost) * (1.0 + 4.0 * _U64)
     return cost, rowex
-
-
-def _value_of(X: np.ndarray, P: np.ndarray):
-    """``P`` centred and scaled to diameter 1 by the exact kernel, and ``<X, P>``
-    (as :func:`~hilbertgeom.tension._results._certify` makes the lower bound)."""
-    Pc = P - P.mean(axis=0)
-    D = row_diameter(Pc) if X.shape[0] > 1 else 0.0
-    if D > 0:
-        Pc = Pc / D
-    return float(np.sum(X * Pc)), Pc
 
 
 def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.ndarray, int]:
@@ -446,7 +421,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             if cr >= cost:
                 break
             cost, w, Phi = cr, wr, Phr
-        value, Pn = _value_of(X, P[near])
+        value, Pn, _ = _feasible_value(X, P[near])
         if value > best_val:
             best_val, best_P = value, Pn
         if cost < best_cost:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -23,10 +22,11 @@ from ._results import (
     _certify,
     _divergence,
     _incidence,
+    _laplacian,
     _rownorms,
 )
 from .bounds import rownorm
-from .bracket import _irls_weights
+from .bracket import _irls_weights, _progress
 from .reference import _cvxpy_solve
 from .refine import _refine_solve
 
@@ -168,16 +168,17 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, 
     return P, float(np.linalg.norm(g)) < g0 or g0 <= gtol  # did it make (or need no) progress
 
 
-def _keep_best(best, top_P, top_flow, cert, st, Cs, outer, tol):
+def _keep_best(best, top_P, top_flow, cert, flow, Cs, outer, tol):
     """The best potential and the best flow, kept apart and combined into one
-    certificate: ``cert`` (on the state's pairs) replaces what it beats."""
+    certificate: ``cert`` (on the pairs and vectors ``flow = (I, J, Y)``) replaces
+    what it beats."""
     if cert.value >= best.value and cert.flow.cost <= best.flow.cost:
-        return cert, cert.potential, (st.I, st.J, st.L, cert.flow.cost)
+        return cert, cert.potential, (*flow, cert.flow.cost)
     if cert.value > best.value or cert.flow.cost < best.flow.cost:
         if cert.value > best.value:
             top_P = cert.potential
         if cert.flow.cost < top_flow[3]:
-            top_flow = (st.I, st.J, st.L, cert.flow.cost)
+            top_flow = (*flow, cert.flow.cost)
         best = _certify(Cs, top_P, *top_flow[:3], method="alm", centered=False, iterations=outer, tol=tol)
     return best, top_P, top_flow
 
@@ -200,10 +201,9 @@ def _potential_from_flow(I, J, Y, V):
     on = w > 0
     if not on.any():
         return None
-    B = _incidence(I[on], J[on], V)
-    L = (B @ sp.diags(w[on]) @ B.T).tocsc()
+    L = _laplacian(I[on], J[on], w[on], V).tocsc()
     L = L + sp.identity(V, format="csc") * (1e-12 * float(w.max()))
-    rhs = np.asarray(B @ Y[on])
+    rhs = _divergence(I[on], J[on], Y[on], V)
     P = np.asarray(spsolve(L, rhs)).reshape(V, -1)
     if not np.isfinite(P).all():  # a candidate only: the certificate keeps the ALM's potential
         return None
@@ -241,29 +241,34 @@ def _irls_flow(Cs: np.ndarray, steps: int, deadline: float):
     return P / Dn, iu.astype(np.intp), ju.astype(np.intp), Y
 
 
-def _progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 _NEWTON_MAX_V = 1024  # dense V x V Laplacian inverse per Newton step (8 MiB at this size)
 _NEWTON_RANK = 0.25  # ... only at rank k >= this share of V and above _NEWTON_MIN_RANK: below, the ALM is
 _NEWTON_MIN_RANK = 64  # as fast (measured at d = 32) and its flows serve the cluster refinement's coupling better
 _NEWTON_GAP = 1e-2  # the ALM's relative gap below which its flow's pairs are taken as the support
 
 
+def _rank(s: np.ndarray, shape) -> int:
+    """Numerical rank from the singular values ``s`` of a matrix of ``shape``."""
+    return int(np.sum(s > s[0] * max(shape) * _U64)) if s.size and s[0] > 0 else 0
+
+
+def _high_rank(k: int, V: int) -> bool:
+    """Rank ``k`` of ``V`` rows where the ALM hands over to Newton (and where the
+    cluster refinement always warm-starts its groups' solves)."""
+    return k > _NEWTON_MIN_RANK and k >= _NEWTON_RANK * V
+
+
 def _newton_polish(Cs, st, P, best, top_P, top_flow, outer, tol, deadline, verbose, f, t0):
     """:func:`hilbertgeom.tension.newton.support_newton` from the ALM's flow (``lambda_e =
     ||y_e|| / ||p_i - p_j||`` on its pairs), every centred iterate certified and kept
     by :func:`_keep_best`.  Returns the updated ``(best, top_P, top_flow)``."""
-    from types import SimpleNamespace
-
     from .newton import support_newton
 
     box = [best, top_P, top_flow]
 
     def certify(Phi, I, J, Y):
         cert = _certify(Cs, Phi, I, J, Y, method="alm", centered=False, iterations=outer, tol=tol)
-        box[:] = _keep_best(box[0], box[1], box[2], cert, SimpleNamespace(I=I, J=J, L=Y), Cs, outer, tol)
+        box[:] = _keep_best(box[0], box[1], box[2], cert, (I, J, Y), Cs, outer, tol)
         return box[0].relative_gap
 
     dist = _rownorms(P[st.I] - P[st.J])
@@ -292,10 +297,10 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
     with ``why`` one of ``"optimal"``, ``"iteration_limit"``, ``"time_limit"``."""
     from scipy.optimize import minimize
 
-    V, d = G.shape
+    V = G.shape[0]
     # rank reduction: rotate rows into the row space of G (distances are preserved)
     _, s_, Wt = np.linalg.svd(G, full_matrices=False)
-    k = int(np.sum(s_ > s_[0] * max(V, d) * _U64)) if s_.size and s_[0] > 0 else 0
+    k = _rank(s_, G.shape)
     W = Wt[:k].T  # d x k, orthonormal columns
     C = G @ W
     scale = float(_rownorms(C).sum()) / V
@@ -317,7 +322,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
         P0 = P0 @ W
         st.I, st.J, st.L = np.asarray(I0, np.intp), np.asarray(J0, np.intp), (Y0 @ W) / scale
         cert = _certify(Cs, P0, st.I, st.J, st.L, method="alm", centered=False, iterations=0, tol=tol)
-        best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, st, Cs, 0, tol)
+        best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, (st.I, st.J, st.L), Cs, 0, tol)
         P = cert.potential
     why = "iteration_limit"
 
@@ -350,7 +355,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
             rec = _certify(Cs, P_rec, st.I, st.J, st.L, method="alm", centered=False, iterations=outer, tol=tol)
             if rec.value > cert.value:
                 cert = rec
-        best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, st, Cs, outer, tol)
+        best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, (st.I, st.J, st.L), Cs, outer, tol)
         if verbose:
             f = scale * report_scale
             _progress(f"  min_tension outer {outer:3d}: T in [{best.value * f:.12g}, {best.flow.cost * f:.12g}]  "
@@ -362,8 +367,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
         if time.perf_counter() > deadline:
             why = "time_limit"
             break
-        if (V <= _NEWTON_MAX_V and k > _NEWTON_MIN_RANK and k >= _NEWTON_RANK * V and st.I.size
-                and best.relative_gap <= newton_gap):
+        if V <= _NEWTON_MAX_V and _high_rank(k, V) and st.I.size and best.relative_gap <= newton_gap:
             # the ALM's flow marks the support: Newton on the scalar-weight dual there, for
             # at most as long as the ALM has run (again once the ALM's gap is 10x narrower)
             newton_gap = best.relative_gap / 10.0
@@ -382,7 +386,7 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
                 P, st.I, st.J, st.L = start
                 newton_failed = True  # an L-BFGS warm-up from the new point
                 cert = _certify(Cs, P, st.I, st.J, st.L, method="alm", centered=False, iterations=outer, tol=tol)
-                best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, st, Cs, outer, tol)
+                best, top_P, top_flow = _keep_best(best, top_P, top_flow, cert, (st.I, st.J, st.L), Cs, outer, tol)
                 if verbose:
                     _progress(f"  min_tension restart from the scalar-weight dual (IRLS, {_IRLS_STEPS} steps): "
                               f"rel gap {best.relative_gap:.2e}, pairs {st.I.size}")
