@@ -245,3 +245,21 @@ def test_alm_warm_start_from_an_optimal_certificate_certifies_at_once():
     assert why == "optimal" and best.status == "optimal"
     lo, hi = scale * best.value, scale * best.flow.cost
     assert lo <= cold.value + cold.gap and cold.value <= hi
+
+
+def test_refine_flow_is_scalar_weighted_and_lifts_over_equal_rows(capsys):
+    """``refine`` returns its flow in the scalar-weighted form (never ``pairs x d``
+    vectors); over classes of equal rows it is lifted with weights ``w / (m_a m_b)``,
+    and that lift keeps the merged solve's gap (no second solve of the rows as given).
+    The certificate is checked by brute force on the rows as given."""
+    G = head(60, 3, 8)
+    G2 = np.concatenate([G, np.repeat(G[[3, 7]], [4, 2], axis=0)])  # rows 3 and 7 five and three times
+    r = hg.min_tension(G2, method="refine", center=True, tol=TOL, verbose=True)
+    err = capsys.readouterr().err
+    assert "66 rows, 60 distinct (equal rows merged)" in err and "solving without merging" not in err
+    assert r.status == "optimal" and not r.flow.explicit
+    assert r.flow.weights.shape == (r.flow.pairs.shape[0],) and r.flow.base.shape == G2.shape
+    check_certificate(r, G2 - G2.mean(axis=0))
+    r1 = hg.min_tension(G, method="refine", tol=TOL)
+    assert not r1.flow.explicit
+    check_certificate(r1, G)

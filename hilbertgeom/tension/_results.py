@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -19,33 +20,97 @@ _U64 = float(np.finfo(np.float64).eps) / 2.0
 _NORM_CHUNK = 1 << 22
 
 
-@dataclass(frozen=True)
 class Flow:
     """A flow on the complete graph of tokens that balances ``G`` exactly.
 
-    The explicit part carries ``vectors[e]`` from ``pairs[e, 0]`` to
-    ``pairs[e, 1]`` (``y_ij`` with ``i < j``, ``y_ji = -y_ij``).  What it leaves
-    unbalanced, ``residual = G - div(y)`` (zero column sums, tiny at
-    convergence), is carried by the balanced flow ``(r_i - r_j) / V`` on every
-    pair (identity I11), kept implicit: its cost ``(1/V) sum_{i<j} ||r_i - r_j||``
-    is summed in tiles and rounded up, and capped by the bound
-    ``(V - 1)/V * sum_i ||r_i||``.
+    The explicit part carries ``y_e`` from ``pairs[e, 0]`` to ``pairs[e, 1]``
+    (``y_ij`` with ``i < j``, ``y_ji = -y_ij``).  It is kept in one of two forms:
+
+    * explicit: ``vectors``, one ``d``-vector per pair;
+    * scalar-weighted: ``y_e = weights[e] * (base[i] - base[j])`` for a ``(V, d)``
+      array ``base`` (a weighted-Laplacian potential), ``O(pairs + V d)`` memory.
+      The optimal flow has this form (``y_ij = lambda_ij (phi_i - phi_j)``), and
+      ``min_tension(method="refine")`` returns it so, because its pairs may
+      number millions.  ``vectors`` is then computed on demand by that formula
+      (``pairs x d`` floats); :meth:`norms` and :meth:`divergence` work in chunks
+      without it.
+
+    What the explicit part leaves unbalanced, ``residual = G - div(y)`` (zero
+    column sums, tiny at convergence), is carried by the balanced flow
+    ``(r_i - r_j) / V`` on every pair (identity I11), kept implicit: its cost
+    ``(1/V) sum_{i<j} ||r_i - r_j||`` is summed in tiles and rounded up, and
+    capped by the bound ``(V - 1)/V * sum_i ||r_i||``.
 
     Attributes
     ----------
     pairs : (m, 2) int ndarray
     vectors : (m, d) float64 ndarray
+        Explicit, or made from ``weights`` and ``base`` on each access.
     residual : (V, d) float64 ndarray
     cost : float
-        ``sum_e ||vectors[e]||`` plus the residual's balanced-flow cost (at
-        most ``(V-1)/V sum_i ||residual_i||``), rounded up: an upper bound
-        on ``T(G)``.
+        ``sum_e ||y_e||`` plus the residual's balanced-flow cost (at most
+        ``(V-1)/V sum_i ||residual_i||``), rounded up: an upper bound on
+        ``T(G)``.
+    weights : (m,) float64 ndarray or None
+        The scalar weights of the scalar-weighted form, else ``None``.
+    base : (V, d) float64 ndarray or None
+        Its potential, else ``None``.
     """
 
+    __slots__ = ("_vectors", "base", "cost", "pairs", "residual", "weights")
     pairs: np.ndarray
-    vectors: np.ndarray
+    _vectors: np.ndarray | None
     residual: np.ndarray
     cost: float
+    weights: np.ndarray | None
+    base: np.ndarray | None
+
+    def __init__(self, pairs, vectors=None, residual=None, cost: float = 0.0, *, weights=None, base=None):
+        if (vectors is None) == (weights is None) or (weights is None) != (base is None):
+            raise ValueError("Flow: give either vectors, or weights together with base")
+        if residual is None:
+            raise ValueError("Flow: residual is required")
+        for name, val in (("pairs", pairs), ("_vectors", vectors), ("residual", residual), ("cost", cost),
+                          ("weights", weights), ("base", base)):
+            object.__setattr__(self, name, val)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Flow is immutable: cannot set {name!r}")
+
+    def __repr__(self) -> str:
+        form = "explicit" if self.weights is None else "scalar-weighted"
+        return (f"Flow({self.pairs.shape[0]} pairs, {form}, d={self.residual.shape[1]}, "
+                f"cost={self.cost!r})")
+
+    @property
+    def explicit(self) -> bool:
+        """True when the vectors are stored, False for the scalar-weighted form."""
+        return self.weights is None
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """``(m, d)`` flow vectors: stored, or ``weights[e] * (base[i] - base[j])``
+        made now (``m x d`` floats; prefer :meth:`norms` and :meth:`divergence`
+        for large ``m``)."""
+        if self._vectors is not None:
+            return self._vectors
+        return _pair_vectors(self.pairs[:, 0], self.pairs[:, 1], self.weights, self.base)
+
+    def chunks(self):
+        """The flow vectors ``(slice, y)`` chunk by chunk (32 MiB each)."""
+        d = self.residual.shape[1]
+        I, J = self.pairs[:, 0], self.pairs[:, 1]
+        for sl in _chunk_slices(I.size, d):
+            if self._vectors is not None:
+                yield sl, self._vectors[sl]
+            else:
+                yield sl, _pair_vectors(I, J, self.weights, self.base, sl)
+
+    def norms(self) -> np.ndarray:
+        """``||y_e||`` per pair, computed chunk by chunk."""
+        if self.pairs.shape[0] == 0:
+            return np.zeros(0)
+        return np.concatenate([_rownorms(y) for _, y in self.chunks()])
 
     def divergence(self, V: int) -> np.ndarray:
         """``sum_j y_ij`` of the explicit part, a ``(V, d)`` array.
@@ -59,11 +124,48 @@ class Flow:
         Returns
         -------
         (V, d) float64 ndarray
-            Row ``i`` is ``sum_e vectors[e]`` over the pairs leaving ``i``
-            minus the same sum over the pairs entering ``i``; zeros when the
-            explicit part is empty.
+            Row ``i`` is ``sum_e y_e`` over the pairs leaving ``i`` minus the
+            same sum over the pairs entering ``i``; zeros when the explicit part
+            is empty.  Summed chunk by chunk for the scalar-weighted form.
         """
-        return _divergence(self.pairs[:, 0], self.pairs[:, 1], self.vectors, V)
+        if self._vectors is not None:
+            return _divergence(self.pairs[:, 0], self.pairs[:, 1], self._vectors, V)
+        div = np.zeros((V, self.residual.shape[1]))
+        for sl, y in self.chunks():
+            div += _divergence(self.pairs[sl, 0], self.pairs[sl, 1], y, V)
+        return div
+
+    def scaled(self, k: int) -> Flow:
+        """This flow for ``G 2^k``: vectors (or ``base``) and residual times ``2^k``
+        (exact, rounding once where a result is subnormal); ``cost`` is left as
+        it is: the caller rounds it up."""
+        with np.errstate(over="ignore"):
+            if self._vectors is not None:
+                return Flow(self.pairs, np.ldexp(self._vectors, k), np.ldexp(self.residual, k), self.cost)
+            return Flow(self.pairs, None, np.ldexp(self.residual, k), self.cost, weights=self.weights,
+                        base=np.ldexp(cast(np.ndarray, self.base), k))
+
+    def replace_cost(self, cost: float) -> Flow:
+        """The same flow with ``cost`` replaced."""
+        return Flow(self.pairs, self._vectors, self.residual, cost, weights=self.weights, base=self.base)
+
+
+def _chunk_slices(n: int, d: int):
+    step = max(1, _NORM_CHUNK // max(d, 1))
+    return (slice(a, min(a + step, n)) for a in range(0, n, step))
+
+
+def _pair_vectors(I, J, w, base, sl=slice(None)) -> np.ndarray:
+    """``w_e (base_I[e] - base_J[e])`` for the pairs ``sl``: the one formula by which a
+    scalar-weighted flow becomes vectors."""
+    return w[sl, None] * (base[I[sl]] - base[J[sl]])
+
+
+class Weighted(NamedTuple):
+    """A scalar-weighted flow's ``(weights, base)``, passed where explicit vectors go."""
+
+    weights: np.ndarray
+    base: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -150,21 +252,33 @@ def _divergence(I, J, Y, V):
 
 
 def _flow_of(G: np.ndarray, I, J, Y) -> Flow:
-    """Any explicit flow on pairs ``(I, J)`` as a :class:`Flow` of ``G``: its residual
-    ``G - div Y`` and a cost rounded up that includes the residual's repair."""
-    V = G.shape[0]
+    """Any flow on pairs ``(I, J)`` as a :class:`Flow` of ``G``: its residual
+    ``G - div Y`` and a cost rounded up that includes the residual's repair.
+    ``Y``: explicit vectors, or :class:`Weighted` ``(w, base)`` for the flow
+    ``w_e (base_i - base_j)``, kept so (its vectors made and summed chunk by chunk,
+    by the formula :attr:`Flow.vectors` uses: the same numbers)."""
+    V, d = G.shape
     I = np.asarray(I, dtype=np.intp)
     J = np.asarray(J, dtype=np.intp)
-    Y = np.asarray(Y, dtype=np.float64).reshape(len(I), G.shape[1])
-    r = G - _divergence(I, J, Y, V)
-    norms = _rownorms(Y) if len(I) else np.zeros(0)  # scaled: no under/overflow of squares
+    if isinstance(Y, Weighted):
+        w = np.asarray(Y.weights, dtype=np.float64)
+        lean = Flow(np.stack([I, J], axis=1), None, G, 0.0, weights=w, base=np.asarray(Y.base, dtype=np.float64))
+        norms = lean.norms()
+        r = G - lean.divergence(V)
+    else:
+        Y = np.asarray(Y, dtype=np.float64).reshape(len(I), d)
+        r = G - _divergence(I, J, Y, V)
+        norms = _rownorms(Y) if len(I) else np.zeros(0)  # scaled: no under/overflow of squares
     # the residual is carried by the balanced flow (r_i - r_j)/V (I11): its cost, summed in
     # tiles and rounded up, or the cheaper bound (V-1)/V sum ||r_i|| on it
     res_cost = min((V - 1) / V * float(_rownorms(r).sum()) * (1.0 + 4.0 * V * _U64), _balanced_flow_cost(r, 2048))
-    raw = float(norms.sum()) * (1.0 + 4.0 * (len(I) + G.shape[1]) * _U64) + res_cost
+    raw = float(norms.sum()) * (1.0 + 4.0 * (len(I) + d) * _U64) + res_cost
     cost = raw * (1.0 + 4.0 * _U64)  # rounding of the sums
     keep = norms > 0
-    return Flow(pairs=np.stack([I[keep], J[keep]], axis=1), vectors=Y[keep], residual=r, cost=cost)
+    pairs = np.stack([I[keep], J[keep]], axis=1)
+    if isinstance(Y, Weighted):
+        return Flow(pairs, None, r, cost, weights=w[keep], base=lean.base)
+    return Flow(pairs, Y[keep], r, cost)
 
 
 def _feasible_value(G: np.ndarray, Phi: np.ndarray):

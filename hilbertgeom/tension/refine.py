@@ -29,7 +29,17 @@ import time
 import numpy as np
 
 from ..exceptions import SolverError
-from ._results import _U64, TensionResult, _certify, _feasible_value, _laplacian, _rownorms
+from ._results import (
+    _U64,
+    TensionResult,
+    Weighted,
+    _certify,
+    _chunk_slices,
+    _feasible_value,
+    _laplacian,
+    _pair_vectors,
+    _rownorms,
+)
 from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress, _reduction, _repair
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -45,8 +55,6 @@ _SPLIT_PARTS = 8
 _STALL = 4
 #: reweighting steps on the member pairs after each round's coupling (kept while they lower the cost)
 _REWEIGHT = 3
-#: entries of one chunk of flow vectors (pairs x d) made at a time: 32 MiB
-_CHUNK = 1 << 22
 #: how far apart the next round's start puts groups that share an old point
 _NUDGE = 0.05
 #: product coupling of two groups' members while it has at most this many pairs per member
@@ -274,18 +282,7 @@ def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
     """The flow ``y_e = w_e (phi_i - phi_j)`` of :func:`_laplacian_potential`, explicit."""
     if I.size == 0:
         return np.zeros((0, X.shape[1]))
-    return _pair_flow(I, J, w, _laplacian_potential(X, I, J, w))
-
-
-def _pair_flow(I, J, w, Phi, sl=slice(None)) -> np.ndarray:
-    """``w_e (phi_I[e] - phi_J[e])`` for the pairs ``sl``: the one formula by which a
-    flow kept as ``(I, J, w, Phi)`` becomes vectors (chunk by chunk or at the end)."""
-    return w[sl, None] * (Phi[I[sl]] - Phi[J[sl]])
-
-
-def _chunks(n: int, d: int):
-    step = max(1, _CHUNK // max(d, 1))
-    return (slice(a, min(a + step, n)) for a in range(0, n, step))
+    return _pair_vectors(I, J, w, _laplacian_potential(X, I, J, w))
 
 
 def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None):
@@ -302,8 +299,8 @@ def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None):
     r = X - _laplacian(I, J, w, V) @ Phi if I.size else X.copy()
     total = 0.0
     rowex = np.zeros(V) if Pn is not None else None
-    for sl in _chunks(I.size, d):
-        Y = _pair_flow(I, J, w, Phi, sl)
+    for sl in _chunk_slices(I.size, d):
+        Y = _pair_vectors(I, J, w, Phi, sl)
         nrm = _rownorms(Y)
         total += float(nrm.sum())
         if rowex is not None:
@@ -359,7 +356,8 @@ def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.
 def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, deadline: float = math.inf,
                   report_scale: float = 1.0):
     """Cluster refinement on the centred ``X`` (unit size).  Returns ``(potential,
-    I, J, Y, rounds, why)``: the best potential and the cheapest flow found,
+    I, J, Weighted(w, Phi), rounds, why)``: the best potential and the cheapest flow
+    found (scalar-weighted: ``y_e = w_e (phi_i - phi_j)``, never made explicit here),
     ``why`` one of ``"optimal"``, ``"iteration_limit"``, ``"time_limit"``."""
     V = X.shape[0]
     t0 = time.perf_counter()
@@ -412,7 +410,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         cost, I, J, w, Phi = min(candidates, key=lambda c: c[0])
         del candidates
         for _ in range(_REWEIGHT):
-            wr = np.concatenate([_rownorms(_pair_flow(I, J, w, Phi, sl)) for sl in _chunks(I.size, X.shape[1])]
+            wr = np.concatenate([_rownorms(_pair_vectors(I, J, w, Phi, sl)) for sl in _chunk_slices(I.size, X.shape[1])]
                                 or [np.zeros(0)])
             if not np.any(wr > 0):
                 break
@@ -452,5 +450,4 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         # the other rows move to their best point
         labels = np.where(labels >= m, labels, near)
     I, J, w, Phi = best_flow
-    Y = _pair_flow(I, J, w, Phi) if I.size else np.zeros((0, X.shape[1]))
-    return best_P, I, J, Y, rounds, why
+    return best_P, I, J, Weighted(w, Phi), rounds, why

@@ -19,6 +19,7 @@ from ._results import (
     _U64,
     Flow,
     TensionResult,
+    Weighted,
     _certify,
     _divergence,
     _incidence,
@@ -422,9 +423,11 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
         by one sparse weighted-Laplacian solve (the upper bound); the groups
         with the most excess are split and the round repeats (``max_iter``
         rounds at most; it stops after 4 rounds that do not narrow the gap
-        by 10%).  Memory ``O(V d + pairs)`` during the rounds (flows kept as
-        pairs, weights and a potential), pairs being the member pairs of
-        adjacent groups; the returned flow's vectors are ``pairs x d``.  See ``docs/theory/tension.md``, *Cluster
+        by 10%).  Memory ``O(V d + pairs)`` (flows kept as pairs, weights and
+        a potential), pairs being the member pairs of adjacent groups; the
+        returned :class:`Flow` keeps that scalar-weighted form
+        (``flow.weights``, ``flow.base``; ``flow.vectors``, ``pairs x d``, is
+        made on access).  See ``docs/theory/tension.md``, *Cluster
         refinement*.
         ``alm``: an augmented-Lagrangian method on
         the potential form that only ever touches pairs at distance ``> 1`` or
@@ -638,7 +641,8 @@ def _solve_and_lift(Gm, X, Xs, e2, exact, merged, inv, counts, *, tol, max_iter,
 def _spread_flow(Im, Jm, Ym, inv, counts):
     """Lift a flow between classes of equal rows to the rows: ``y / (m_a m_b)``
     on each of the ``m_a m_b`` member pairs (same divergence per member, same
-    cost)."""
+    cost).  A :class:`Weighted` flow stays one: weights ``w / (m_a m_b)`` on the
+    class's base, lifted to its rows."""
     members = np.argsort(inv, kind="stable")
     start = np.concatenate([[0], np.cumsum(counts)[:-1]])
     ma, mb = counts[Im], counts[Jm]
@@ -647,6 +651,8 @@ def _spread_flow(Im, Jm, Ym, inv, counts):
     pos = np.arange(e.size) - np.repeat(np.cumsum(reps) - reps, reps)
     i = members[start[Im][e] + pos // mb[e]]
     j = members[start[Jm][e] + pos % mb[e]]
+    if isinstance(Ym, Weighted):  # y_ji = w (b_j - b_i) = -y_ij: the order of a pair is free
+        return np.minimum(i, j), np.maximum(i, j), Weighted(Ym.weights[e] / reps[e], Ym.base[inv])
     Y = Ym[e] / reps[e, None].astype(float)
     swap = i > j
     Y[swap] = -Y[swap]
@@ -659,13 +665,13 @@ def _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, **kw):
     from dataclasses import replace
 
     if not exact:
+        Yx = Weighted(Y.weights, np.ldexp(Y.base, e2)) if isinstance(Y, Weighted) else np.ldexp(Y, e2)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow shows as a non-finite bracket
-            res = _certify(X, Phi, I, J, np.ldexp(Y, e2), **kw)
+            res = _certify(X, Phi, I, J, Yx, **kw)
     else:
         r = _certify(Xs, Phi, I, J, Y, **kw)
         with np.errstate(over="ignore"):
-            flow = Flow(pairs=r.flow.pairs, vectors=np.ldexp(r.flow.vectors, e2),
-                        residual=np.ldexp(r.flow.residual, e2), cost=_fp.ldexp_up(r.flow.cost, e2))
+            flow = r.flow.scaled(e2).replace_cost(_fp.ldexp_up(r.flow.cost, e2))
         value = _fp.ldexp_down(r.value, e2)  # outward where the bracket lands below the normal range
         res = replace(r, value=value, gap=max(_fp.ldexp_up(r.gap, e2), flow.cost - value), flow=flow)
     if not (math.isfinite(res.value) and math.isfinite(res.flow.cost)):
