@@ -8,10 +8,15 @@ CPython's reference documentation (``hilbertgeom.gradients.real_head_gradient``)
 as shipped and after 20 head-only steps; its 4096 largest rows, re-centred, in
 the gradient's ``d`` leading right singular directions.
 
+With ``--bracket`` the peer is :func:`hilbertgeom.tension_bracket` instead of
+the ALM (where the ALM cannot run: the full vocabulary): its certified width
+beside refine's, and their ratio.
+
 Usage::
 
     python benchmarks/bench_refine.py                # d = 32, both gradients
     python benchmarks/bench_refine.py --d 384 --time-limit 300 --no-alm
+    python benchmarks/bench_refine.py --rows 30522 --d 384 --time-limit 3600 --bracket --steps 20
 """
 
 from __future__ import annotations
@@ -58,18 +63,31 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=600.0, help="seconds for refine (default 600)")
     ap.add_argument("--steps", type=int, nargs="+", default=[0, 20], help="head-only training steps")
     ap.add_argument("--no-alm", action="store_true", help="refine alone (the ALM's gap at d = 384 is in the docs)")
+    ap.add_argument("--bracket", action="store_true", help="tension_bracket as the peer instead of the ALM")
     args = ap.parse_args()
     ok, why = gr.minilm_available()
     if not ok:
         raise SystemExit(f"the real gradient needs the MiniLM wheel: {why}")
     print(f"# {platform.machine()} {platform.processor() or ''}, numpy {np.__version__}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print("| gradient | refine: T in | gap | time | ALM, same time: T in | gap | gap ratio ALM/refine | peak RSS |")
+    peer = "tension_bracket" if args.bracket else "ALM, same time"
+    print(f"| gradient | refine: T in | gap | time | {peer}: T in | gap | gap ratio {peer.split(',')[0]}/refine "
+          "| peak RSS |")
     print("|---|---|---|---|---|---|---|---|")
     for steps in args.steps:
         hgrad = gr.real_head_gradient(batch=512, seed=0, train_steps=steps, verbose=False)
         G = project(gr.top_rows(hgrad.G, args.rows), args.d)
         r, t = solve(G, "refine", args.tol, args.time_limit)
+        if args.bracket:
+            t0 = time.perf_counter()
+            b = hg.tension_bracket(G, verbose=False)
+            tb = time.perf_counter() - t0
+            wb = (b.upper - b.lower) / b.lower
+            print(f"| {G.shape[0]} rows, d = {G.shape[1]}, steps {steps} | [{r.value:.9f}, {r.value + r.gap:.9f}] | "
+                  f"{r.relative_gap:.1e} ({r.status}, {r.iterations} rounds) | {t:.1f} s | "
+                  f"[{b.lower:.6f}, {b.upper:.6f}] | {wb:.1e} ({tb:.1f} s) | "
+                  f"{wb / max(r.relative_gap, 1e-300):.0f} | {peak_gib():.1f} GiB |", flush=True)
+            continue
         if args.no_alm:
             print(f"| {G.shape[0]} rows, d = {G.shape[1]}, steps {steps} | [{r.value:.9f}, {r.value + r.gap:.9f}] | "
                   f"{r.relative_gap:.1e} ({r.status}, {r.iterations} rounds) | {t:.1f} s | - | - | - | "

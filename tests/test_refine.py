@@ -263,3 +263,55 @@ def test_refine_flow_is_scalar_weighted_and_lifts_over_equal_rows(capsys):
     r1 = hg.min_tension(G, method="refine", tol=TOL)
     assert not r1.flow.explicit
     check_certificate(r1, G)
+
+
+def test_first_groups_are_capped_at_the_points_carrying_most_of_the_value(monkeypatch):
+    """With more used points than ``_INIT_GROUPS``, the kept points are those with the
+    largest share of ``<X, P[labels]>`` (recomputed here from the uncapped labels) and
+    every row takes its best kept point; refine still certifies from that start."""
+    G = head(400, 8, 32)
+    X = G / np.abs(G).max()
+    n = np.linalg.norm(X, axis=1)
+    full_lab, full_P = rf._initial_labels(X, n, np.inf)
+    used = np.unique(full_lab)
+    assert used.size > 4
+    share = {c: sum(float(X[i] @ full_P[c]) for i in np.flatnonzero(full_lab == c)) for c in used}
+    top = sorted(used, key=lambda c: -share[c])[:4]
+    monkeypatch.setattr(rf, "_INIT_GROUPS", 4)
+    lab, P = rf._initial_labels(X, n, np.inf)
+    assert P.shape[0] == 4 and np.array_equal(P, full_P[top])
+    assert np.array_equal(lab, np.argmax(X @ P.T, axis=1))  # each row on its best kept point
+    r = hg.min_tension(G, method="refine", tol=TOL)
+    assert r.status == "optimal"
+    check_certificate(r, G)
+
+
+def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypatch, capsys):
+    """At high rank (here forced by lowering the rank threshold) a later round's groups'
+    tolerance is 1/100 of the smallest gap of the rounds before (read off the progress
+    lines), never below the first round's ``min(tol/10, 1e-8)``."""
+    from hilbertgeom.tension import solver as sv
+
+    monkeypatch.setattr(sv, "_NEWTON_MIN_RANK", 1)
+    monkeypatch.setattr(sv, "_NEWTON_RANK", 0.0)
+    seen = []
+    solve = rf._merged_solve
+
+    def spy(S, tol, deadline, start=None):
+        seen.append(tol)
+        return solve(S, tol, deadline, start)
+
+    monkeypatch.setattr(rf, "_merged_solve", spy)
+    G = head(400, 8, 32)
+    try:  # forced to the high-rank path (always warm) on a rank-8 head, it may stall above tol
+        r = hg.min_tension(G, method="refine", tol=TOL, verbose=True)
+    except SolverError as err:
+        r = err.result
+    gaps = [float(line.split("rel gap ")[1].split()[0]) for line in capsys.readouterr().err.splitlines()
+            if "refine round" in line]
+    assert len(seen) >= 2
+    check_certificate(r, G)
+    assert seen[0] == 1e-8  # not a tolerance: min(tol / 10, 1e-8)
+    for k in range(1, len(seen)):
+        # not a tolerance: the progress lines print the gaps to 3 digits
+        assert seen[k] == pytest.approx(max(1e-8, 0.01 * min(gaps[:k])), rel=1e-3)
