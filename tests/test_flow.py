@@ -96,3 +96,17 @@ def test_flow_constructor_errors_and_immutability(rng):
     with pytest.raises(AttributeError, match="immutable"):
         f.cost = 1.0
     assert "explicit" in repr(f) and "1 pairs" in repr(f)
+
+
+def test_flows_pickle_and_copy(rng):
+    """Both forms survive pickle and deepcopy (through the constructor: attributes are read-only)."""
+    import copy
+    import pickle
+
+    I, J, w, B = weighted(rng)
+    R = rng.standard_normal(B.shape)
+    for f in (Flow(np.stack([I, J], axis=1), None, R, 2.5, weights=w, base=B),
+              Flow(np.stack([I, J], axis=1), w[:, None] * (B[I] - B[J]), R, 2.5)):
+        for g in (pickle.loads(pickle.dumps(f)), copy.deepcopy(f)):
+            assert g.explicit == f.explicit and g.cost == f.cost
+            assert np.array_equal(g.vectors, f.vectors) and np.array_equal(g.residual, f.residual)

@@ -77,6 +77,9 @@ class Flow:
     def __setattr__(self, name, value):
         raise AttributeError(f"Flow is immutable: cannot set {name!r}")
 
+    def __reduce__(self):  # pickle and copy through the constructor (attributes are read-only)
+        return (_make_flow, (self.pairs, self._vectors, self.residual, self.cost, self.weights, self.base))
+
     def __repr__(self) -> str:
         form = "explicit" if self.weights is None else "scalar-weighted"
         return (f"Flow({self.pairs.shape[0]} pairs, {form}, d={self.residual.shape[1]}, "
@@ -148,6 +151,10 @@ class Flow:
     def replace_cost(self, cost: float) -> Flow:
         """The same flow with ``cost`` replaced."""
         return Flow(self.pairs, self._vectors, self.residual, cost, weights=self.weights, base=self.base)
+
+
+def _make_flow(pairs, vectors, residual, cost, weights, base) -> Flow:
+    return Flow(pairs, vectors, residual, cost, weights=weights, base=base)
 
 
 def _chunk_slices(n: int, d: int):
