@@ -7,6 +7,8 @@ References: the formula written out pair by pair, the divergence summed pair by 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from helpers import kernel_rtol
@@ -93,8 +95,12 @@ def test_flow_constructor_errors_and_immutability(rng):
     with pytest.raises(ValueError, match="residual"):
         Flow(P, np.zeros((1, 2)))
     f = Flow(P, np.zeros((1, 2)), R, 0.0)
-    with pytest.raises(AttributeError, match="immutable"):
+    with pytest.raises(AttributeError, match="cannot assign"):
         f.cost = 1.0
+    g = replace(f, cost=2.0)  # dataclasses.replace keeps the form
+    assert g.cost == 2.0 and g.explicit and np.array_equal(g.vectors, f.vectors)  # not a tolerance: set exactly
+    h = replace(Flow(P, None, R, 0.0, weights=np.ones(1), base=R), cost=3.0)
+    assert h.cost == 3.0 and not h.explicit  # not a tolerance: set exactly
     assert "explicit" in repr(f) and "1 pairs" in repr(f)
 
 

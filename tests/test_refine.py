@@ -312,6 +312,6 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
     assert len(seen) >= 2
     check_certificate(r, G)
     assert seen[0] == 1e-8  # not a tolerance: min(tol / 10, 1e-8)
-    for k in range(1, len(seen)):
-        # not a tolerance: the progress lines print the gaps to 3 digits
-        assert seen[k] == pytest.approx(max(1e-8, 0.01 * min(gaps[:k])), rel=1e-3)
+    for k in range(1, len(seen)):  # the progress lines print the gaps to 3 digits: compare so
+        g = min(gaps[:k])
+        assert f"{100 * seen[k]:.2e}" == f"{g:.2e}" if 0.01 * g > 1e-8 else seen[k] == 1e-8

@@ -5,6 +5,7 @@ explicit flow into a rigorous bracket on ``T(G)``."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, cast
 
@@ -20,6 +21,7 @@ _U64 = float(np.finfo(np.float64).eps) / 2.0
 _NORM_CHUNK = 1 << 22
 
 
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Flow:
     """A flow on the complete graph of tokens that balances ``G`` exactly.
 
@@ -41,6 +43,23 @@ class Flow:
     ``(1/V) sum_{i<j} ||r_i - r_j||`` is summed in tiles and rounded up, and
     capped by the bound ``(V - 1)/V * sum_i ||r_i||``.
 
+    Immutable; ``dataclasses.replace`` works (for example on ``cost``).
+
+    Parameters
+    ----------
+    pairs : (m, 2) int ndarray
+    vectors : (m, d) float64 ndarray, optional
+        The explicit form; give either ``vectors`` or ``weights`` and ``base``.
+    residual : (V, d) float64 ndarray
+    cost : float
+    weights : (m,) float64 ndarray, optional
+        The scalar-weighted form's weights.
+    base : (V, d) float64 ndarray, optional
+        The scalar-weighted form's potential.
+    _vectors : ndarray, optional
+        The stored vectors under their field name (what ``dataclasses.replace``
+        passes); ``vectors`` wins when both are given.
+
     Attributes
     ----------
     pairs : (m, 2) int ndarray
@@ -57,7 +76,6 @@ class Flow:
         Its potential, else ``None``.
     """
 
-    __slots__ = ("_vectors", "base", "cost", "pairs", "residual", "weights")
     pairs: np.ndarray
     _vectors: np.ndarray | None
     residual: np.ndarray
@@ -65,7 +83,11 @@ class Flow:
     weights: np.ndarray | None
     base: np.ndarray | None
 
-    def __init__(self, pairs, vectors=None, residual=None, cost: float = 0.0, *, weights=None, base=None):
+    def __init__(self, pairs: np.ndarray, vectors: np.ndarray | None = None, residual: np.ndarray | None = None,
+                 cost: float = 0.0, *, weights: np.ndarray | None = None, base: np.ndarray | None = None,
+                 _vectors: np.ndarray | None = None) -> None:
+        if vectors is None:
+            vectors = _vectors
         if (vectors is None) == (weights is None) or (weights is None) != (base is None):
             raise ValueError("Flow: give either vectors, or weights together with base")
         if residual is None:
@@ -73,9 +95,6 @@ class Flow:
         for name, val in (("pairs", pairs), ("_vectors", vectors), ("residual", residual), ("cost", cost),
                           ("weights", weights), ("base", base)):
             object.__setattr__(self, name, val)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"Flow is immutable: cannot set {name!r}")
 
     def __reduce__(self):  # pickle and copy through the constructor (attributes are read-only)
         return (_make_flow, (self.pairs, self._vectors, self.residual, self.cost, self.weights, self.base))
@@ -99,7 +118,7 @@ class Flow:
             return self._vectors
         return _pair_vectors(self.pairs[:, 0], self.pairs[:, 1], self.weights, self.base)
 
-    def chunks(self):
+    def chunks(self) -> Iterator[tuple[slice, np.ndarray]]:
         """The flow vectors ``(slice, y)`` chunk by chunk (32 MiB each)."""
         d = self.residual.shape[1]
         I, J = self.pairs[:, 0], self.pairs[:, 1]
@@ -141,7 +160,18 @@ class Flow:
     def scaled(self, k: int) -> Flow:
         """This flow for ``G 2^k``: vectors (or ``base``) and residual times ``2^k``
         (exact, rounding once where a result is subnormal); ``cost`` is left as
-        it is: the caller rounds it up."""
+        it is: the caller rounds it up.
+
+        Parameters
+        ----------
+        k : int
+            The power of two.
+
+        Returns
+        -------
+        Flow
+            In the same form as this one.
+        """
         with np.errstate(over="ignore"):
             if self._vectors is not None:
                 return Flow(self.pairs, np.ldexp(self._vectors, k), np.ldexp(self.residual, k), self.cost)
@@ -149,7 +179,18 @@ class Flow:
                         base=np.ldexp(cast(np.ndarray, self.base), k))
 
     def replace_cost(self, cost: float) -> Flow:
-        """The same flow with ``cost`` replaced."""
+        """The same flow with ``cost`` replaced.
+
+        Parameters
+        ----------
+        cost : float
+            The new cost.
+
+        Returns
+        -------
+        Flow
+            In the same form as this one.
+        """
         return Flow(self.pairs, self._vectors, self.residual, cost, weights=self.weights, base=self.base)
 
 
