@@ -190,7 +190,7 @@ def scaled_certificate(ten, k: int):
     if math.isinf(cost):
         raise ValueError(T_OVERFLOW)
     with np.errstate(over="ignore"):
-        flow = ten.flow.scaled(k).replace_cost(cost)
+        flow = replace(ten.flow.scaled(k), cost=cost)
     value = ldexp_down(ten.value, k)  # outward where the bracket lands below the normal range
     gap = max(ldexp_up(ten.gap, k), cost - value)  # a difference of subnormals is exact
     return replace(ten, value=value, gap=gap, flow=flow)

@@ -81,7 +81,7 @@ def test_scaled_is_exact_in_both_forms(rng):
             s = f.scaled(k)
             assert s.explicit == f.explicit and s.cost == f.cost
             assert np.array_equal(s.vectors, np.ldexp(f.vectors, k)) and np.array_equal(s.residual, np.ldexp(R, k))
-        assert f.replace_cost(3.0).cost == 3.0  # not a tolerance: set exactly
+        assert replace(f, cost=3.0).cost == 3.0  # not a tolerance: set exactly
 
 
 def test_flow_constructor_errors_and_immutability(rng):
@@ -105,7 +105,7 @@ def test_flow_constructor_errors_and_immutability(rng):
 
 
 def test_flows_pickle_and_copy(rng):
-    """Both forms survive pickle and deepcopy (through the constructor: attributes are read-only)."""
+    """Both forms survive pickle and deepcopy."""
     import copy
     import pickle
 

@@ -96,9 +96,6 @@ class Flow:
                           ("weights", weights), ("base", base)):
             object.__setattr__(self, name, val)
 
-    def __reduce__(self):  # pickle and copy through the constructor (attributes are read-only)
-        return (_make_flow, (self.pairs, self._vectors, self.residual, self.cost, self.weights, self.base))
-
     def __repr__(self) -> str:
         form = "explicit" if self.weights is None else "scalar-weighted"
         return (f"Flow({self.pairs.shape[0]} pairs, {form}, d={self.residual.shape[1]}, "
@@ -177,25 +174,6 @@ class Flow:
                 return Flow(self.pairs, np.ldexp(self._vectors, k), np.ldexp(self.residual, k), self.cost)
             return Flow(self.pairs, None, np.ldexp(self.residual, k), self.cost, weights=self.weights,
                         base=np.ldexp(cast(np.ndarray, self.base), k))
-
-    def replace_cost(self, cost: float) -> Flow:
-        """The same flow with ``cost`` replaced.
-
-        Parameters
-        ----------
-        cost : float
-            The new cost.
-
-        Returns
-        -------
-        Flow
-            In the same form as this one.
-        """
-        return Flow(self.pairs, self._vectors, self.residual, cost, weights=self.weights, base=self.base)
-
-
-def _make_flow(pairs, vectors, residual, cost, weights, base) -> Flow:
-    return Flow(pairs, vectors, residual, cost, weights=weights, base=base)
 
 
 def _chunk_slices(n: int, d: int):
@@ -311,8 +289,12 @@ def _flow_of(G: np.ndarray, I, J, Y) -> Flow:
     if isinstance(Y, Weighted):
         w = np.asarray(Y.weights, dtype=np.float64)
         lean = Flow(np.stack([I, J], axis=1), None, G, 0.0, weights=w, base=np.asarray(Y.base, dtype=np.float64))
-        norms = lean.norms()
-        r = G - lean.divergence(V)
+        parts, div = [np.zeros(0)], np.zeros((V, d))
+        for sl, y in lean.chunks():  # one pass: each chunk's vectors made once, as Flow.divergence sums them
+            parts.append(_rownorms(y))
+            div += _divergence(I[sl], J[sl], y, V)
+        norms = np.concatenate(parts)
+        r = G - div
     else:
         Y = np.asarray(Y, dtype=np.float64).reshape(len(I), d)
         r = G - _divergence(I, J, Y, V)
@@ -366,8 +348,7 @@ def _rownorms(X, xp=np):
     NumPy arrays of more than ``2^22`` entries go by chunks of rows (the temporaries
     stay at 32 MiB; the norms are the same)."""
     if xp is np and X.ndim == 2 and X.size > _NORM_CHUNK:
-        step = max(1, _NORM_CHUNK // max(X.shape[1], 1))
-        return np.concatenate([_rownorms(X[a : a + step]) for a in range(0, X.shape[0], step)])
+        return np.concatenate([_rownorms(X[sl]) for sl in _chunk_slices(X.shape[0], X.shape[1])])
     m = xp.max(xp.abs(X), axis=1)
     ms = xp.where(m > 0, m, xp.ones_like(m))
     Y = X / xp.reshape(ms, (-1, 1))

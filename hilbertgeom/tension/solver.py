@@ -671,7 +671,7 @@ def _certify_scaled(X, Xs, e2, exact, Phi, I, J, Y, **kw):
     else:
         r = _certify(Xs, Phi, I, J, Y, **kw)
         with np.errstate(over="ignore"):
-            flow = r.flow.scaled(e2).replace_cost(_fp.ldexp_up(r.flow.cost, e2))
+            flow = replace(r.flow.scaled(e2), cost=_fp.ldexp_up(r.flow.cost, e2))
         value = _fp.ldexp_down(r.value, e2)  # outward where the bracket lands below the normal range
         res = replace(r, value=value, gap=max(_fp.ldexp_up(r.gap, e2), flow.cost - value), flow=flow)
     if not (math.isfinite(res.value) and math.isfinite(res.flow.cost)):
