@@ -78,27 +78,23 @@ def main() -> None:
         hgrad = gr.real_head_gradient(batch=512, seed=0, train_steps=steps, verbose=False)
         G = project(gr.top_rows(hgrad.G, args.rows), args.d)
         r, t = solve(G, "refine", args.tol, args.time_limit)
+        case = f"{G.shape[0]} rows, d = {G.shape[1]}, steps {steps}"
+        ref = (f"[{r.value:.9f}, {r.value + r.gap:.9f}] | {r.relative_gap:.1e} ({r.status}, {r.iterations} rounds) "
+               f"| {t:.1f} s")
         if args.bracket:
             t0 = time.perf_counter()
             b = hg.tension_bracket(G, verbose=False)
             tb = time.perf_counter() - t0
-            wb = (b.upper - b.lower) / b.lower
-            print(f"| {G.shape[0]} rows, d = {G.shape[1]}, steps {steps} | [{r.value:.9f}, {r.value + r.gap:.9f}] | "
-                  f"{r.relative_gap:.1e} ({r.status}, {r.iterations} rounds) | {t:.1f} s | "
-                  f"[{b.lower:.6f}, {b.upper:.6f}] | {wb:.1e} ({tb:.1f} s) | "
-                  f"{wb / max(r.relative_gap, 1e-300):.0f} | {peak_gib():.1f} GiB |", flush=True)
-            continue
-        if args.no_alm:
-            print(f"| {G.shape[0]} rows, d = {G.shape[1]}, steps {steps} | [{r.value:.9f}, {r.value + r.gap:.9f}] | "
-                  f"{r.relative_gap:.1e} ({r.status}, {r.iterations} rounds) | {t:.1f} s | - | - | - | "
-                  f"{peak_gib():.1f} GiB |", flush=True)
-            continue
-        a, ta = solve(G, "alm", args.tol, t)
-        label = f"{'shipped' if steps == 0 else f'trained ({steps} steps)'}, top {G.shape[0]}, d = {G.shape[1]}"
-        print(f"| {label} | [{r.value:.9f}, {r.value + r.gap:.9f}] | {r.relative_gap:.1e} ({r.status}, "
-              f"{r.iterations} rounds) | {t:.1f} s | [{a.value:.6f}, {a.value + a.gap:.6f}] | "
-              f"{a.relative_gap:.1e} ({ta:.1f} s) | {a.relative_gap / max(r.relative_gap, 1e-300):.0f} | "
-              f"{peak_gib():.1f} GiB |", flush=True)
+            other = (f"[{b.lower:.6f}, {b.upper:.6f}] | {b.relative_gap:.1e} ({tb:.1f} s) | "
+                    f"{b.relative_gap / max(r.relative_gap, 1e-300):.0f}")
+        elif args.no_alm:
+            other = "- | - | -"
+        else:
+            a, ta = solve(G, "alm", args.tol, t)
+            case = f"{'shipped' if steps == 0 else f'trained ({steps} steps)'}, top {G.shape[0]}, d = {G.shape[1]}"
+            other = (f"[{a.value:.6f}, {a.value + a.gap:.6f}] | {a.relative_gap:.1e} ({ta:.1f} s) | "
+                    f"{a.relative_gap / max(r.relative_gap, 1e-300):.0f}")
+        print(f"| {case} | {ref} | {other} | {peak_gib():.1f} GiB |", flush=True)
 
 
 if __name__ == "__main__":
