@@ -16,7 +16,7 @@ Usage::
 
     python benchmarks/bench_refine.py                # d = 32, both gradients
     python benchmarks/bench_refine.py --d 384 --time-limit 300 --no-alm
-    python benchmarks/bench_refine.py --rows 30522 --d 384 --time-limit 3600 --bracket --steps 20
+    python benchmarks/bench_refine.py --rows 30522 --d 384 --time-limit 3600 --bracket --steps 20 --verbose
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ def project(G: np.ndarray, d: int) -> np.ndarray:
     return X - X.mean(axis=0)
 
 
-def solve(G, method, tol, limit):
+def solve(G, method, tol, limit, verbose=False):
     t0 = time.perf_counter()
     try:
-        r = hg.min_tension(G, method=method, tol=tol, time_limit=limit, verbose=False)
+        r = hg.min_tension(G, method=method, tol=tol, time_limit=limit, verbose=verbose)
     except SolverError as err:
         r = err.result
     return r, time.perf_counter() - t0
@@ -64,6 +64,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, nargs="+", default=[0, 20], help="head-only training steps")
     ap.add_argument("--no-alm", action="store_true", help="refine alone (the ALM's gap at d = 384 is in the docs)")
     ap.add_argument("--bracket", action="store_true", help="tension_bracket as the peer instead of the ALM")
+    ap.add_argument("--verbose", action="store_true", help="refine's progress lines (one per round) on stderr")
     args = ap.parse_args()
     ok, why = gr.minilm_available()
     if not ok:
@@ -77,7 +78,7 @@ def main() -> None:
     for steps in args.steps:
         hgrad = gr.real_head_gradient(batch=512, seed=0, train_steps=steps, verbose=False)
         G = project(gr.top_rows(hgrad.G, args.rows), args.d)
-        r, t = solve(G, "refine", args.tol, args.time_limit)
+        r, t = solve(G, "refine", args.tol, args.time_limit, args.verbose)
         case = f"{G.shape[0]} rows, d = {G.shape[1]}, steps {steps}"
         ref = (f"[{r.value:.9f}, {r.value + r.gap:.9f}] | {r.relative_gap:.1e} ({r.status}, {r.iterations} rounds) "
                f"| {t:.1f} s")

@@ -295,15 +295,16 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
     monkeypatch.setattr(sv, "_NEWTON_MIN_RANK", 1)
     monkeypatch.setattr(sv, "_NEWTON_RANK", 0.0)
     seen = []
-    solve = rf._merged_solve
+    solve = rf.weight_dual  # the groups' solve at high rank
 
-    def spy(S, tol, deadline, start=None):
-        seen.append(tol)
-        return solve(S, tol, deadline, start)
+    def spy(S, *, tol, **kw):
+        if kw.get("lam0") is None:  # a groups' solve (the stall's polish starts from the rows' flow)
+            seen.append(tol)
+        return solve(S, tol=tol, **kw)
 
-    monkeypatch.setattr(rf, "_merged_solve", spy)
+    monkeypatch.setattr(rf, "weight_dual", spy)
     G = head(400, 8, 32)
-    try:  # forced to the high-rank path (always warm) on a rank-8 head, it may stall above tol
+    try:  # forced to the high-rank path on a rank-8 head, it may stall above tol
         r = hg.min_tension(G, method="refine", tol=TOL, verbose=True)
     except SolverError as err:
         r = err.result
@@ -315,3 +316,33 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
     for k in range(1, len(seen)):  # the progress lines print the gaps to 3 digits: compare so
         g = min(gaps[:k])
         assert f"{100 * seen[k]:.2e}" == f"{g:.2e}" if 0.01 * g > 1e-8 else seen[k] == 1e-8
+
+
+def test_a_stalled_refinement_on_few_rows_is_finished_by_the_dual_over_every_pair(monkeypatch, capsys):
+    """Where splitting stops narrowing the gap (forced here: nothing is ever split) on at
+    most ``_POLISH_ROWS`` rows, the dual over every pair goes on from the refinement's
+    flow weights and certifies ``tol`` (brute-force check); above that size, or with the
+    polish removed, the stall is reported as ``SolverError``."""
+    monkeypatch.setattr(rf, "_split", lambda X, n, labels, *a: (labels, 0))
+    monkeypatch.setattr(rf, "_INIT_GROUPS", 4)
+    G = head(120, 6, 16)
+    starts = []
+    solve = rf.weight_dual
+
+    def spy(S, *, tol, **kw):
+        if kw.get("lam0") is not None:
+            starts.append((S.shape, kw["lam0"]))
+        return solve(S, tol=tol, **kw)
+
+    monkeypatch.setattr(rf, "weight_dual", spy)
+    r = hg.min_tension(G, method="refine", tol=TOL, verbose=True)
+    err = capsys.readouterr().err
+    assert "splitting stalled" in err and "refine round   2" not in err  # one round, then the polish
+    assert r.status == "optimal"
+    check_certificate(r, G)
+    (shape, lam0), = starts
+    assert shape == G.shape and np.array_equal(lam0, lam0.T) and np.count_nonzero(lam0) > 0
+    monkeypatch.setattr(rf, "_POLISH_ROWS", G.shape[0] - 1)
+    with pytest.raises(SolverError, match="iteration_limit"):
+        hg.min_tension(G, method="refine", tol=TOL)
+    assert len(starts) == 1

@@ -41,6 +41,7 @@ from ._results import (
     _rownorms,
 )
 from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress, _reduction, _repair
+from .dual import weight_dual
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
@@ -63,6 +64,9 @@ _REWEIGHT = 3
 _NUDGE = 0.05
 #: product coupling of two groups' members while it has at most this many pairs per member
 _PRODUCT_FANOUT = 64
+#: where splitting stalls short of ``tol`` on at most this many rows, the dual over every pair
+#: finishes from the refinement's flow (400 rows at rank 8: 1.25e-6 to 5e-8 in 11 s)
+_POLISH_ROWS = 1024
 
 
 def _initial_labels(X: np.ndarray, n: np.ndarray, deadline: float, seed: int = 0):
@@ -116,9 +120,10 @@ def _merged_solve(S: np.ndarray, tol: float, deadline: float, start=None) -> Ten
 
 
 def _high_rank(S: np.ndarray) -> bool:
-    """The groups' problem has the rank at which the ALM hands it to Newton and a
-    solve from scratch is slow (measured at d = 384; at d = 32 and below, solves from
-    scratch are fast and their flows serve the coupling better)."""
+    """The groups' problem has the rank at which the ALM is slow and the dual over
+    every pair (:func:`~hilbertgeom.tension.dual.weight_dual`) solves it (measured at
+    d = 384; at d = 32 and below the ALM is fast and its flows serve the coupling
+    better)."""
     from .solver import _high_rank as high
     from .solver import _rank
 
@@ -383,6 +388,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     best_cost, best_flow = math.inf, (z, z, np.zeros(0), np.zeros_like(X))
     why = "iteration_limit"
     rounds = 0
+    stuck = False  # splitting stopped narrowing the gap (not a limit of time or rounds)
     res_prev, warm_ok = None, False
     for rounds in range(1, max_rounds + 1):
         labels, m = _compact(labels)
@@ -392,22 +398,25 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         S = _group_sums(X, labels, m)
         S -= S.mean(axis=0)
         high = _high_rank(S)
-        if rounds == 1 and P_init is not None:  # the first groups start on their own points
-            z = np.zeros(0, np.intp)
-            start = (P_init, z, z, np.zeros((0, X.shape[1])))
-        elif res_prev is not None and (warm_ok or high):
-            # from the previous round's solution while rounds halve the gap, or where a solve
-            # from scratch is slow (high rank); otherwise from scratch (the ALM's own start
-            # spreads its flow over more pairs, which the coupling needs: measured on
-            # synthetic heads, warm starts there stall)
-            start = _next_start(S, res_prev, res_prev.potential)
+        if high:
+            # L-BFGS-B on the scalar-weight dual over every pair, polished by Newton where its
+            # support is small (tension/dual.py; on 382 groups at rank 381, 150 s to 4e-7 where the
+            # ALM took 15 minutes).  A later round's groups are solved to 1/100 of the gap so far,
+            # no tighter: the groups' gap adds to the round's
+            gtol = max(mtol, 0.01 * top_gap) if math.isfinite(top_gap) else mtol
+            res = weight_dual(S, tol=gtol, deadline=max(deadline, time.perf_counter() + 1.0))
         else:
-            start = None
-        # at high rank, where the ALM is slow (a 382-group problem at rank 384: 15 minutes to
-        # 4e-7), a later round's groups are solved to 1/100 of the gap so far, no tighter: the
-        # groups' gap adds to the round's
-        res = _merged_solve(S, max(mtol, 0.01 * top_gap) if high and math.isfinite(top_gap) else mtol, deadline,
-                            start)
+            if rounds == 1 and P_init is not None:  # the first groups start on their own points
+                z = np.zeros(0, np.intp)
+                start = (P_init, z, z, np.zeros((0, X.shape[1])))
+            elif res_prev is not None and warm_ok:
+                # from the previous round's solution while rounds halve the gap; otherwise from
+                # scratch (the ALM's own start spreads its flow over more pairs, which the
+                # coupling needs: measured on synthetic heads, warm starts there stall)
+                start = _next_start(S, res_prev, res_prev.potential)
+            else:
+                start = None
+            res = _merged_solve(S, mtol, deadline, start)
         if rounds > 1 and time.perf_counter() > deadline:
             why = "time_limit"  # this round's groups' solve was cut short: the best so far stands
             break
@@ -456,13 +465,44 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         stalled = stalled + 1 if gap > 0.9 * top_gap else 0
         top_gap = min(top_gap, gap)
         if stalled >= _STALL:  # splitting no longer narrows the gap
+            stuck = True
             break
         # the excess of each flow vector over its pair's difference, per row, per group
         rowex = _lean_flow(X, I, J, w, Phi, Pn)[1]
         labels, split = _split(X, n, labels, members, np.bincount(labels, rowex, m), _SPLIT_PARTS, _SPLIT_SHARE)
         if split == 0:  # every group with excess is a single row: nothing left to refine
+            stuck = True
             break
         # the other rows move to their best point
         labels = np.where(labels >= m, labels, near)
     I, J, w, Phi = best_flow
+    if stuck and V <= _POLISH_ROWS and time.perf_counter() < deadline:
+        return (*_polish(X, best_P, best_val, best_cost, best_flow, tol=tol, deadline=deadline, verbose=verbose,
+                         t0=t0, report_scale=report_scale), rounds, why)
     return best_P, I, J, Weighted(w, Phi), rounds, why
+
+
+def _polish(X, P, value, cost, flow, *, tol, deadline, verbose, t0, report_scale):
+    """Where splitting stalls on a few hundred rows: the dual over every pair of rows
+    (:func:`~hilbertgeom.tension.dual.weight_dual`) from the refinement's flow
+    weights.  Returns ``(potential, I, J, flow)``: the better potential and the
+    cheaper flow of the two (each certified by the caller as usual)."""
+    V = X.shape[0]
+    I, J, w, Phi = flow
+    lam = np.zeros((V, V))
+    np.add.at(lam, (I, J), w)
+    lam += lam.T
+    if verbose:
+        _progress(f"  min_tension refine: splitting stalled; the dual over all {V * (V - 1) // 2} pairs "
+                  f"of the {V} rows goes on from the refinement's flow")
+    res = weight_dual(X, tol=tol, deadline=deadline, lam0=lam)
+    if verbose:
+        f = report_scale
+        _progress(f"  min_tension refine polish: T in [{res.value * f:.12g}, {res.flow.cost * f:.12g}]  "
+                  f"rel gap {res.relative_gap:.2e}  ({res.iterations} evaluations)  "
+                  f"{time.perf_counter() - t0:.1f} s")
+    if res.value > value:
+        P = res.potential
+    if res.flow.cost < cost:
+        return P, res.flow.pairs[:, 0], res.flow.pairs[:, 1], res.flow.vectors
+    return P, I, J, Weighted(w, Phi)

@@ -255,7 +255,8 @@ def _rank(s: np.ndarray, shape) -> int:
 
 def _high_rank(k: int, V: int) -> bool:
     """Rank ``k`` of ``V`` rows where the ALM hands over to Newton (and where the
-    cluster refinement always warm-starts its groups' solves)."""
+    cluster refinement solves its groups' problem by L-BFGS-B on the dual over
+    every pair, :mod:`hilbertgeom.tension.dual`)."""
     return k > _NEWTON_MIN_RANK and k >= _NEWTON_RANK * V
 
 
@@ -417,7 +418,9 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
         ``auto``: ``refine`` above 2048 distinct rows, else ``alm``.
         ``refine`` (cluster refinement, for head gradients): the rows are
         grouped by the point they take in a short reduced solve, the groups'
-        problem (one row per group, its sum) is solved by ``alm``, each row
+        problem (one row per group, its sum) is solved by ``alm`` (at high
+        rank: L-BFGS-B on the scalar-weight dual over every pair, then Newton
+        on its support), each row
         takes its best group point (the lower bound) and the group flow,
         spread over member pairs as scalar weights, is made to balance ``G``
         by one sparse weighted-Laplacian solve (the upper bound); the groups

@@ -1,0 +1,138 @@
+"""L-BFGS-B on the scalar-weight dual over every pair (``tension/dual.py``).
+
+References: the regular simplex (closed form: every pair active, ``T = c (m-1)/2``
+for vertices at distance ``c``), the cvxpy reference program (an independent
+interior-point solve), and brute-force checks of each certificate (pairwise
+distances of the potential, the flow's divergence recomputed row by row).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from helpers import kernel_rtol
+from test_refine import check_certificate
+
+import hilbertgeom as hg
+from hilbertgeom.equalize import regular_simplex
+from hilbertgeom.tension import dual as du
+from hilbertgeom.tension import newton as nt
+
+TOL = 1e-9  # the target gap asked of the solves, not a comparison tolerance
+
+
+def random_start(m, seed):
+    """A symmetric start far from the optimum (weights spread over four decades)."""
+    rng = np.random.default_rng(seed)
+    lam = 10.0 ** rng.uniform(-2, 2, (m, m))
+    lam = np.triu(lam, 1)
+    return lam + lam.T
+
+
+def test_regular_simplex_is_the_closed_form():
+    """Rows on a regular simplex of edge c, from a random start: the bracket holds the
+    closed form ``T = c (m-1)/2`` to 1e-9 and every pair carries flow."""
+    m, c = 12, 3.0
+    S = c * regular_simplex(m, m - 1)
+    T = c * (m - 1) / 2.0
+    r = du.weight_dual(S, tol=TOL, lam0=random_start(m, 0))
+    assert r.status == "optimal" and r.relative_gap <= TOL
+    assert r.value <= T * (1 + kernel_rtol(S.size)) and T <= (r.value + r.gap) * (1 + kernel_rtol(S.size))
+    assert r.flow.pairs.shape[0] == m * (m - 1) // 2
+    check_certificate(r, S)
+
+
+@pytest.mark.parametrize("newton", [True, False])
+def test_full_rank_problem_agrees_with_the_cvxpy_reference(newton, monkeypatch):
+    """A random problem of full rank (the groups' problem's shape): with the Newton
+    polish the certificate meets 1e-9; without it (support cap 0: L-BFGS-B alone) it
+    meets 1e-7 (``f`` reaches rounding level first: its excess is second order in
+    the weights' error, the potential's distances first order); either bracket
+    overlaps the interior-point reference's."""
+    if not newton:
+        monkeypatch.setattr(nt, "_MAX_SUPPORT", 0)
+    calls = []
+    polish = nt.support_newton
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return polish(*args, **kw)
+
+    monkeypatch.setattr(nt, "support_newton", spy)
+    rng = np.random.default_rng(5)
+    G = rng.standard_normal((16, 20))
+    S = G - G.mean(axis=0)
+    tol = TOL if newton else 1e-7
+    r = du.weight_dual(S, tol=tol)
+    ref = hg.min_tension(S, method="cvxpy-flow")
+    assert bool(calls) == newton
+    assert r.relative_gap <= tol
+    assert r.value <= ref.value + ref.gap and ref.value <= r.value + r.gap
+    check_certificate(r, S)
+
+
+def test_deadline_returns_a_rigorous_certificate():
+    """A deadline already past: one check's worth of evaluations, then a certificate
+    that is still rigorous (brute-force checked), its gap whatever it is."""
+    rng = np.random.default_rng(1)
+    S = rng.standard_normal((20, 24))
+    S -= S.mean(axis=0)
+    t0 = time.perf_counter()
+    r = du.weight_dual(S, tol=TOL, deadline=t0)
+    assert r.iterations <= du._CHECK
+    check_certificate(r, S)
+
+
+@pytest.mark.parametrize("bad", [None, "potential", "weights"])
+def test_a_wrong_potential_or_weights_is_caught(bad, monkeypatch):
+    """Planted bugs, kept as tests: the potential twice ``L^+ S`` (its flow no longer
+    balances ``S``), or the weights squared where the variables are read (the
+    gradient no longer that of ``f``), must keep L-BFGS-B (the Newton polish off:
+    it would repair both) from 1e-7 on the simplex, which it meets without them."""
+    monkeypatch.setattr(nt, "_MAX_SUPPORT", 0)
+    m, c = 8, 2.0
+    S = c * regular_simplex(m, m - 1)
+    if bad == "potential":
+        orig = du._potential
+        monkeypatch.setattr(du, "_potential", lambda lam, S: 2.0 * orig(lam, S))
+    elif bad == "weights":
+        monkeypatch.setattr(du, "_weights_matrix", lambda x, iu, m: _squared(x, iu, m))
+    r = du.weight_dual(S, tol=1e-7, lam0=random_start(m, 2), max_evals=2000)
+    assert (r.relative_gap <= 1e-7) == (bad is None)
+
+
+def _squared(x, iu, m):
+    lam = np.zeros((m, m))
+    lam[iu] = x * x
+    return lam + lam.T
+
+
+def test_refine_solves_high_rank_groups_with_the_dual(monkeypatch):
+    """At high rank (forced here by lowering the rank threshold) every groups' problem
+    of the cluster refinement goes to ``weight_dual``, the ALM to none."""
+    from hilbertgeom import gradients as gr
+    from hilbertgeom.tension import refine as rf
+    from hilbertgeom.tension import solver as sv
+
+    monkeypatch.setattr(sv, "_NEWTON_MIN_RANK", 1)
+    monkeypatch.setattr(sv, "_NEWTON_RANK", 0.0)
+    seen = {"dual": 0, "alm": 0}
+    wd, ms = rf.weight_dual, rf._merged_solve
+
+    def dual(*a, **k):
+        seen["dual"] += 1
+        return wd(*a, **k)
+
+    def alm(*a, **k):
+        seen["alm"] += 1
+        return ms(*a, **k)
+
+    monkeypatch.setattr(rf, "weight_dual", dual)
+    monkeypatch.setattr(rf, "_merged_solve", alm)
+    G = gr.synthetic_head_gradient(200, 6, batch=16, seed=0, logit_scale=0.1).G
+    r = hg.min_tension(G, method="refine", tol=1e-6)
+    assert seen["dual"] >= 1 and seen["alm"] == 0
+    assert r.relative_gap <= 1e-6  # not a tolerance: the tol asked for
+    check_certificate(r, G)
