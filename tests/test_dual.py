@@ -136,3 +136,33 @@ def test_refine_solves_high_rank_groups_with_the_dual(monkeypatch):
     assert seen["dual"] >= 1 and seen["alm"] == 0
     assert r.relative_gap <= 1e-6  # not a tolerance: the tol asked for
     check_certificate(r, G)
+
+
+@pytest.mark.parametrize("newton_narrows", [True, False])
+def test_lbfgs_goes_on_only_where_newton_did_not_narrow_the_bracket(newton_narrows, monkeypatch):
+    """Where Newton narrows the bracket but stops short of ``tol`` (here: asked for
+    1e-15), L-BFGS-B is not run again (from its own iterate it trails Newton); where
+    Newton does not narrow it (a Newton that does nothing), L-BFGS-B goes on."""
+    import scipy.optimize
+
+    seen = {"newton": None, "after": 0}
+    polish, minimize = nt.support_newton, scipy.optimize.minimize
+
+    def newton(S, I, J, lam, P, **kw):
+        seen["newton"] = lam.copy()
+        return polish(S, I, J, lam, P, **kw) if newton_narrows else 0
+
+    def lbfgs(*a, **kw):
+        seen["after"] += seen["newton"] is not None
+        return minimize(*a, **kw)
+
+    monkeypatch.setattr(nt, "support_newton", newton)
+    monkeypatch.setattr(scipy.optimize, "minimize", lbfgs)
+    rng = np.random.default_rng(5)
+    S = rng.standard_normal((16, 20))
+    S -= S.mean(axis=0)
+    r = du.weight_dual(S, tol=1e-15, max_evals=20_000)
+    assert seen["newton"] is not None
+    assert (seen["after"] == 0) == newton_narrows
+    check_certificate(r, S)
+
