@@ -65,7 +65,7 @@ _NUDGE = 0.05
 #: product coupling of two groups' members while it has at most this many pairs per member
 _PRODUCT_FANOUT = 64
 #: where splitting stalls short of ``tol`` on at most this many rows, the dual over every pair
-#: finishes from the refinement's flow (400 rows at rank 8: 1.25e-6 to 5e-8 in 11 s)
+#: finishes from the refinement's flow (400 rows at rank 8: from 1.25e-6 to 3e-10 in 14 s)
 _POLISH_ROWS = 1024
 
 
