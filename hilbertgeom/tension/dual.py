@@ -50,12 +50,14 @@ _FLOOR = 1e-6
 @dataclass
 class _Best:
     """The best of the iterates so far: the feasible potential ``P`` of value
-    ``lower``, the weights ``x`` of flow cost ``upper``, and the evaluations made."""
+    ``lower``, the weights ``x`` of flow cost ``upper`` with their ``Phi = L^+ S``,
+    and the evaluations made."""
 
     x: np.ndarray
     lower: float = -math.inf
     upper: float = math.inf
     P: np.ndarray | None = None
+    Phi: np.ndarray | None = None
     evals: int = 0
 
 
@@ -104,9 +106,10 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
     all weights equal; either is first scaled to its best multiple (``f(c lam)``
     is least at ``c^2 = tr(S^T L_lam^+ S) / sum lam``).  Stops when the bracket is
     within ``tol``, at ``deadline``, after ``max_evals`` evaluations, or when
-    L-BFGS-B makes no more progress (its objective no lower after a run).  Returns the certificate of the best
-    potential and the cheapest flow (``method`` is its label, an internal one
-    by default: the caller reports its own)."""
+    L-BFGS-B makes no more progress (its objective no lower after a run).
+    Returns the certificate of the best potential and the cheapest flow
+    (``method`` is its label, an internal one by default: the caller reports
+    its own)."""
     from .newton import _MAX_SUPPORT, support_newton
 
     m = S.shape[0]
@@ -125,6 +128,12 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
         lo = st.lower
         return (st.upper - lo) / lo if lo > 0 else math.inf
 
+    def evaluate(x):
+        """``Phi = L^+ S`` and the squared distances of its pairs (in ``iu`` order)."""
+        Phi = _potential(_weights_matrix(x, iu, m), S)
+        sq = np.einsum("ij,ij->i", Phi, Phi)
+        return Phi, np.maximum((sq[:, None] + sq[None, :] - 2.0 * (Phi @ Phi.T))[iu], 0.0)
+
     def check(x, Phi, d2, target):
         Q = _repair(Phi, S)
         lower = float(np.sum(S * Q))
@@ -132,20 +141,18 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
         if lower > st.lower:
             st.lower, st.P = lower, Q
         if upper < st.upper:
-            st.upper, st.x = upper, x.copy()
+            st.upper, st.x, st.Phi = upper, x.copy(), Phi
         return gap() <= 0.5 * target  # half: the certificate widens it
 
     def stop(target) -> bool:
         return gap() <= 0.5 * target or time.perf_counter() > deadline or st.evals >= max_evals
 
     def lbfgs(x, target):
-        from scipy.optimize import minimize
+        from scipy.optimize import Bounds, minimize
 
         def fg(x):
             st.evals += 1
-            Phi = _potential(_weights_matrix(x, iu, m), S)
-            sq = np.einsum("ij,ij->i", Phi, Phi)
-            d2 = np.maximum((sq[:, None] + sq[None, :] - 2.0 * (Phi @ Phi.T))[iu], 0.0)
+            Phi, d2 = evaluate(x)
             f = 0.5 * float(x.sum()) + 0.5 * float(np.sum(S * Phi))
             if st.evals % _CHECK == 0 and (check(x, Phi, d2, target) or stop(target)):
                 raise _StopSolveError
@@ -154,35 +161,36 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
         f_prev = math.inf
         while True:
             try:
-                r = minimize(fg, x, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * x.size,
+                r = minimize(fg, x, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
                              options={"maxcor": _HISTORY, "maxfun": max_evals, "maxiter": max_evals,
                                       "ftol": 1e-16, "gtol": 0.0})
             except _StopSolveError:
                 return
             x = r.x
-            Phi = _potential(_weights_matrix(x, iu, m), S)
-            sq = np.einsum("ij,ij->i", Phi, Phi)
-            d2 = np.maximum((sq[:, None] + sq[None, :] - 2.0 * (Phi @ Phi.T))[iu], 0.0)
+            Phi, d2 = evaluate(x)
             if check(x, Phi, d2, target) or stop(target) or not r.fun < f_prev:  # no progress: rounding level
                 return
             f_prev = r.fun
 
-    def flow_of(x, floor=0.0):
-        on = x > floor * float(x.max(initial=0.0))
-        I, J = iu[0][on].astype(np.intp), iu[1][on].astype(np.intp)
-        Phi = _potential(_weights_matrix(x, iu, m), S)
-        return Phi, I, J, x[on, None] * (Phi[I] - Phi[J])
+    def support(floor=0.0):
+        """The pairs of the best weights above ``floor`` of the largest, and those weights."""
+        on = st.x > floor * float(st.x.max(initial=0.0))
+        return iu[0][on].astype(np.intp), iu[1][on].astype(np.intp), st.x[on]
+
+    def best_phi() -> np.ndarray:
+        return st.Phi if st.Phi is not None else evaluate(st.x)[0]
 
     def certificate():
-        Phi, I, J, Y = flow_of(st.x)
-        return _certify(S, st.P if st.P is not None else Phi, I, J, Y, method=method, centered=False,
-                        iterations=st.evals, tol=tol)
+        I, J, w = support()
+        Phi = best_phi()
+        return _certify(S, st.P if st.P is not None else Phi, I, J, w[:, None] * (Phi[I] - Phi[J]),
+                        method=method, centered=False, iterations=st.evals, tol=tol)
 
     lbfgs(x, max(tol, _NEWTON_FROM))
     best = certificate()
     if best.relative_gap > tol and time.perf_counter() < deadline:
         start_gap = best.relative_gap
-        Phi, I, J, _ = flow_of(st.x, _FLOOR)
+        I, J, w = support(_FLOOR)
         if 0 < I.size <= _MAX_SUPPORT:
             box = [best]
 
@@ -192,9 +200,8 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
                     box[0] = c
                 return box[0].relative_gap
 
-            on = st.x > _FLOOR * float(st.x.max())
             try:
-                support_newton(S, I, J, st.x[on], Phi, tol=tol, deadline=deadline, certify=certify,
+                support_newton(S, I, J, w, best_phi(), tol=tol, deadline=deadline, certify=certify,
                                gap=best.relative_gap)
             except (np.linalg.LinAlgError, ValueError):  # a singular or non-finite step: L-BFGS-B goes on
                 pass

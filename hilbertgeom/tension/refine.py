@@ -400,7 +400,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         high = _high_rank(S)
         if high:
             # L-BFGS-B on the scalar-weight dual over every pair, polished by Newton where its
-            # support is small (tension/dual.py; on 382 groups at rank 381, 150 s to 4e-7 where the
+            # support is small (tension/dual.py; on 382 groups at rank 381, 154 s to 3.9e-7 where the
             # ALM took 15 minutes).  A later round's groups are solved to 1/100 of the gap so far,
             # no tighter: the groups' gap adds to the round's
             gtol = max(mtol, 0.01 * top_gap) if math.isfinite(top_gap) else mtol
