@@ -79,13 +79,13 @@ def test_refine_on_one_direction_is_the_closed_form():
 
 
 def test_auto_refines_large_head_gradients_and_groups_the_tail():
-    """Above 2048 distinct rows ``auto`` is refine; on real-shaped rows the groups'
-    problem is far smaller than V and the certificate meets tol."""
+    """Above 2048 distinct rows ``auto`` is refine and the certificate meets tol; its
+    distinct points (the tail rows each placed on their own, tension/place.py) hold
+    every pair's distance."""
     G = head(2100, 4, 16)
     tol = 1e-4  # a solver parameter: a few rounds here (1e-6 takes about a minute; the docs report it)
     r = hg.min_tension(G, tol=tol, verbose=False)
     assert r.method == "refine" and r.status == "optimal" and r.relative_gap <= tol
-    assert len(np.unique(r.potential, axis=0)) < G.shape[0] // 4  # the tail shares a few points
     dist, _, _ = brute_pairs(r.potential[np.unique(r.potential, axis=0, return_index=True)[1]])
     assert dist.max() <= 1.0 + 8 * U64  # distinct points hold every pair's distance
 
