@@ -40,6 +40,8 @@ import time
 
 import numpy as np
 
+from ._results import _rownorms
+
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
 #: the trust radius: a row moves at most this far in one step (a ball like the others),
@@ -91,7 +93,7 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
     is kept only where it raises ``<x_i, phi_i>`` and no row is farther than 1
     from the new point.  Returns the new potential and the value gained."""
     Phi = np.array(Phi, dtype=np.float64, copy=True)
-    n = np.sqrt(np.einsum("ij,ij->i", X, X))
+    n = _rownorms(X)
     gain = 0.0
     far2 = (1.0 - radius) ** 2
     prev_idx, prev_mu = np.zeros(0, np.intp), np.zeros(0)
@@ -120,11 +122,10 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
         g = float(X[i] @ step)
         if not g >= -_GIVE * n[i] or not np.any(step):
             continue
-        p = Phi[i] + step
-        D = Phi - p
-        D[i] = 0.0
-        if float(np.einsum("ij,ij->i", D, D).max()) > 1.0:
+        C -= step  # every row's difference from the new point
+        C[i] = 0.0
+        if float(np.einsum("ij,ij->i", C, C).max()) > 1.0:
             continue
-        Phi[i] = p
+        Phi[i] += step
         gain += g
     return Phi, gain
