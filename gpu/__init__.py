@@ -58,6 +58,7 @@ from hilbertgeom.tension.bounds import _projected_rownorm, _tension_bounds
 from hilbertgeom.updates import UpdateReport, _update_report
 
 from . import _backend as _b
+from . import _fused
 from . import _kernels as _k
 from ._backend import (
     TileWarning,
@@ -376,6 +377,8 @@ def _unit(G0, xp) -> tuple[int, bool]:
     (float32 input always) nothing over- or underflows and the kernels' arithmetic is
     scale-free already, so ``k = 0`` and no copy of ``G0`` is made.  ``span``: the
     scaling was needed but is inexact (``G0`` spans more than float64 allows)."""
+    if G0.dtype == xp.float32:  # float32 magnitudes lie in [2^-149, 2^128]: never rescaled, no pass over G0
+        return 0, False
     top = _fp.max_abs(G0, xp)
     if _fp.unit_shift(top) == 0:
         return 0, False
@@ -458,10 +461,14 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
     with _fp.zero_sum_named(X, center, k, xp, rows), np.errstate(over="ignore", invalid="ignore"):
         if span and not bool(xp.all(xp.isfinite(_v.zero_sum_mean(X, xp, center, rows)))):
             raise ValueError(_fp.SPAN)  # an overflowing mean would leave every row "zero"
-        S1, dec1 = _projected_rownorm(_fp.mul_pow2(X, k), xp, center, 1.0, _fp.ldexp_inf(ep, k), True, rows=rows)
-    if span and not bool(xp.all(xp.isfinite(S1))):
+        if _fused.fits(X, xp):  # CuPy: three passes over G, fused (gpu/_fused.py)
+            S, dec1 = _fused.projected_rownorm(_fp.mul_pow2(X, k), xp, center, e, _fp.ldexp_inf(ep, k))
+        else:
+            S1, dec1 = _projected_rownorm(_fp.mul_pow2(X, k), xp, center, 1.0, _fp.ldexp_inf(ep, k), True,
+                                          rows=rows)
+            S = e * S1 + 0.0
+    if span and not bool(xp.all(xp.isfinite(S))):
         raise ValueError(_fp.SPAN)
-    S = e * S1 + 0.0
     if not return_decrease:
         return S
     return S, _fp.product(e, dec1, shift=-k, what="the decrease (eta/2) sum ||g_i||", names="G or eta")

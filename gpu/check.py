@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import math
 import sys
 import time
@@ -40,8 +41,11 @@ from typing import Any
 import numpy as np
 
 import hilbertgeom as core
+import hilbertgeom.gradients
+from hilbertgeom.tension.bounds import _projected_rownorm
 
 from . import _backend as _b
+from . import _fused, _kernels
 
 __all__: list[str] = []
 
@@ -98,6 +102,19 @@ class _Dev:
             self.sync()
             best = min(best, time.perf_counter() - t0)
         return best
+
+    def peak(self, fn) -> str:
+        """Device memory one call of ``fn`` takes beyond what is allocated before it: the
+        growth of CuPy's pool from an emptied cache (the pool keeps what it once held, so
+        this is the call's peak, rounded up to the pool's blocks)."""
+        if self.dry:
+            return "-"
+        pool = self.xp.get_default_memory_pool()
+        pool.free_all_blocks()
+        before = pool.used_bytes()
+        fn()
+        self.sync()
+        return f"{(pool.total_bytes() - before) / 2**30:.2f} GiB"
 
 
 # --------------------------------------------------------------------------- parity
@@ -180,6 +197,27 @@ def _parity(dev: _Dev, hg, rows: list, small: bool) -> bool:
     err = float(np.max(np.abs(Sg - Sc)))
     record("projected_rownorm", err <= 64 * 2.0**-53 and abs(dg - dc) <= 1e-12 * dc,
            f"max |diff| {err:.1e} (<= 64 u), decrease rel {abs(dg - dc) / dc:.1e} (<= 1e-12)")
+    # the fused passes (gpu/_fused.py) where d needs the shared-memory opt-in and is no
+    # multiple of the block; zero rows: exactly zero (kept zero without center) and zero
+    # up to the centring's rounding (an offset removed by center=True)
+    Vw, dw = (300, 70) if small else (4096, 8200)
+
+    def wide(dtype, center):
+        W = rng.standard_normal((Vw, dw)) * 10.0 ** rng.uniform(-3, 3, size=(Vw, 1))
+        W[[5, 9]] = 0.0
+        rest = np.arange(Vw) != 9
+        W[rest] -= W[rest].mean(axis=0)  # row 9 stays exactly zero, the column sums within the rule
+        W = (W + 7.0 if center else W).astype(dtype)
+        Sg, dg = hg.projected_rownorm(dev.put(W), eta=0.3, center=center, return_decrease=True)
+        Sc, dc = core.projected_rownorm(W, eta=0.3, center=center, return_decrease=True)
+        err = float(np.max(np.abs(dev.get(Sg) - Sc)))
+        record(f"projected_rownorm {np.dtype(dtype).name} center={center} V={Vw} d={dw}",
+               err <= 64 * 2.0**-53 and abs(dg - dc) <= 1e-12 * dc,
+               f"max |diff| {err:.1e} (<= 64 u), decrease rel {abs(dg - dc) / dc:.1e} (<= 1e-12)")
+
+    for dtype, center in ((np.float32, True), (np.float64, False)):
+        ok_all &= _guarded(rows, f"projected_rownorm {np.dtype(dtype).name} center={center}",
+                           functools.partial(wide, dtype, center))
     Gs = G[:Vs, :ds] - G[:Vs, :ds].mean(axis=0)
     bg, bc = hg.tension_bounds(dev.put(Gs)), core.tension_bounds(Gs)
     rel = max(abs(bg.lower - bc.lower) / bc.lower, abs(bg.upper - bc.upper) / bc.upper)
@@ -210,22 +248,44 @@ def _parity(dev: _Dev, hg, rows: list, small: bool) -> bool:
 
 
 # --------------------------------------------------------------------------- benchmarks
+def _guarded(rows: list, name: str, fn) -> bool:
+    """Run one section; an exception becomes a FAIL row (the other sections still run)."""
+    try:
+        fn()
+    except Exception as exc:  # a kernel that fails to compile or run on this device
+        import traceback
+
+        traceback.print_exc()
+        rows.append(("error", name, "FAIL", f"{type(exc).__name__}: {exc}"))
+        return False
+    return True
+
+
 def _bench(dev: _Dev, hg, rows: list, small: bool) -> None:
     xp = dev.xp
     V, d = (2048, 64) if small else (131072, 4096)
 
-    def line(name, ours, peer_name, peer, target=None):
+    def line(name, ours, peer_name, peer, target=None, peak="-"):
         ratio = ours / peer if peer > 0 else math.inf
         verdict = "" if target is None else f" (target <= {target:.1f}x: {'met' if ratio <= target else 'MISSED'})"
-        detail = f"{ours:.3f} s vs {peer_name} {peer:.3f} s: {ratio:.2f}x{verdict}; pool after {dev.pool()}"
+        detail = f"{ours:.4f} s vs {peer_name} {peer:.4f} s: {ratio:.2f}x{verdict}; peak {peak}"
         rows.append(("bench", name, f"{ratio:.2f}x", detail))
         print(f"  {name}: {detail}", flush=True)
 
+    _guarded(rows, "pair kernels", lambda: _bench_pairs(dev, hg, xp, V, d, line, rows))
+    dev.free()
+    _guarded(rows, "projected_rownorm", lambda: _bench_rownorm(dev, hg, xp, small, line, rows))
+    dev.free()
+    _guarded(rows, "head gradient", lambda: _bench_gradient(dev, hg, small, line))
+
+
+def _bench_pairs(dev, hg, xp, V, d, line, rows) -> None:
     S = dev.normal((V, d), 1)
     hg.row_diameter(S[:1024])  # warm up (compile) the kernels of both paths, and the pool
     hg.closest_pair(S[:1024])
     t_diam = dev.time(lambda: hg.row_diameter(S))
     t_close = dev.time(lambda: hg.closest_pair(S))
+    p_diam, p_close = dev.peak(lambda: hg.row_diameter(S)), dev.peak(lambda: hg.closest_pair(S))
     blk = min(V, 16384)
 
     def gemm():
@@ -234,8 +294,8 @@ def _bench(dev: _Dev, hg, rows: list, small: bool) -> None:
 
     gemm()
     t_gemm = dev.time(gemm)
-    line(f"row_diameter V={V} d={d} float32", t_diam, "GEMM V x d x V", t_gemm, 1.3)
-    line(f"closest_pair V={V} d={d} float32", t_close, "GEMM V x d x V", t_gemm, 1.3)
+    line(f"row_diameter V={V} d={d} float32", t_diam, "GEMM V x d x V", t_gemm, 1.3, p_diam)
+    line(f"closest_pair V={V} d={d} float32", t_close, "GEMM V x d x V", t_gemm, 1.3, p_close)
     dev.free()
 
     # cdist where its V x V float64 output fits in a quarter of the memory
@@ -255,16 +315,56 @@ def _bench(dev: _Dev, hg, rows: list, small: bool) -> None:
     except Exception as exc:  # pylibraft missing, or the dry run
         rows.append(("bench", "cdist comparison", "SKIP", f"{type(exc).__name__}: {exc}"))
         print(f"  cdist comparison skipped: {type(exc).__name__}: {exc}", flush=True)
-    S = None  # free the device memory before the next benchmark
-    dev.free()
 
+
+def _bench_rownorm(dev, hg, xp, small, line, rows) -> None:
     Vr, dr = (4096, 128) if small else (262144, 8192)
     G = dev.normal((Vr, dr), 2)
     G -= G.mean(axis=0)
     hg.projected_rownorm(G[:1024], center=True)
-    t_rn = dev.time(lambda: hg.projected_rownorm(G, center=True))
-    t_cp = dev.time(lambda: G.copy())
-    line(f"projected_rownorm V={Vr} d={dr} float32", t_rn, "device copy of G", t_cp, 3.0)
+    t_rn = dev.time(lambda: hg.projected_rownorm(G, center=True), repeat=3)
+    t_cp = dev.time(lambda: G.copy(), repeat=3)
+    line(f"projected_rownorm V={Vr} d={dr} float32", t_rn, "device copy of G", t_cp, 3.0,
+         dev.peak(lambda: hg.projected_rownorm(G, center=True)))
+    gbs = _fused.expected_traffic(Vr, dr, 4) / t_rn / 1e9
+    copy_gbs = 2 * 4 * Vr * dr / t_cp / 1e9
+    rows.append(("bench", "projected_rownorm traffic", f"{gbs:.0f} GB/s",
+                 f"3 reads of G + the float64 write in {t_rn:.4f} s; the copy moves {copy_gbs:.0f} GB/s"))
+    print(f"  projected_rownorm: {gbs:.0f} GB/s of the three passes' traffic", flush=True)
+    if _fused.fits(G, xp):  # each pass alone: which one holds the time
+        col = _fused.column_sums(G, xp)[0]
+        m = col / Vr
+        n, sN = _fused.norms_and_sums(G, m, 0.0, True, xp)
+        times = [dev.time(lambda: _fused.column_sums(G, xp), repeat=3),
+                 dev.time(lambda: _fused.norms_and_sums(G, m, 0.0, True, xp), repeat=3),
+                 dev.time(lambda: _fused.output(G, m, n, sN / Vr, 1.0, xp), repeat=3)]
+        detail = ", ".join(f"{w} {t * 1e3:.2f} ms" for w, t in zip(("column sums", "norms + sums of N", "output"),
+                                                                     times, strict=True))
+        rows.append(("bench", "projected_rownorm passes", f"{sum(times) * 1e3:.2f} ms", detail))
+        print(f"  passes: {detail}", flush=True)
+    unfused = functools.partial(_projected_rownorm, G, xp, True, 1.0, 0.0, True, rows=_kernels._row_chunk(Vr, dr))
+    line(f"projected_rownorm V={Vr} d={dr}, the core's array-API kernel", dev.time(unfused), "device copy of G",
+         t_cp, None, dev.peak(unfused))
+
+
+def _bench_gradient(dev, hg, small, line) -> None:
+    # a head gradient's shape (a few hundred large rows, a near-duplicate tail, rank d), float32
+    # on the device against the core on this machine's CPU
+    Vg, dg = (2000, 32) if small else (30522, 384)
+    H = core.gradients.synthetic_head_gradient(Vg, dg, seed=3).G
+    Hd = dev.put(H.astype(np.float32))
+    H32 = H.astype(np.float32)
+    # (closest_pair is left out: on this shape the core's float32 screening keeps a window of
+    # near-tied tail pairs that it re-checks one by one, minutes on a CPU)
+    for name, fd, fc in (("row_diameter", hg.row_diameter, core.row_diameter),
+                         ("tension_bounds", lambda a: hg.tension_bounds(a, center=True),
+                          lambda a: core.tension_bounds(a, center=True)),
+                         ("projected_rownorm", lambda a: hg.projected_rownorm(a, center=True),
+                          lambda a: core.projected_rownorm(a, center=True))):
+        fd(Hd)
+        ours, peer = functools.partial(fd, Hd), functools.partial(fc, H32)
+        line(f"{name}, head gradient V={Vg} d={dg} float32", dev.time(ours), "the core on the CPU",
+             dev.time(peer), None, dev.peak(ours))
 
 
 def _table(rows, dev: _Dev) -> str:

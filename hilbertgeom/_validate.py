@@ -146,12 +146,21 @@ def zero_sum_mean(G, xp, center: bool, rows: int | None = None, return_abs: bool
         if not center or return_abs:
             s = xp.sum(xp.abs(C), axis=0)
             scale = s if scale is None else scale + s
+    mean = zero_sum_check(col, scale, V, center, xp)
+    return (mean, scale) if return_abs else mean
+
+
+def zero_sum_check(col, scale, V: int, center: bool, xp):
+    """The zero-sum rule on column sums ``col`` and absolute column sums ``scale`` of a
+    ``V``-row gradient (any namespace; ``scale`` unused when ``center``): the column
+    means, or ``ValueError`` naming the worst column.  :func:`zero_sum_mean`, and the
+    device's fused RowNorm, which computes the sums in its own pass."""
     # 1e-6 of the column's absolute sum: rounding in how G was computed (p_c - 1 for a
     # confident prediction, a centring) is far below it; a real non-zero-sum input is not
     if not center and float(xp.max(xp.abs(col) - ZERO_SUM_RTOL * scale - V * 2.0**-1074)) > 0:
         k = int(xp.argmax(xp.abs(col)))
         raise not_zero_sum(float(col[k]), k)
-    return (col / V, scale) if return_abs else col / V
+    return col / V
 
 
 def zero_sum_matrix(G, center: bool):

@@ -747,3 +747,66 @@ def test_pair_search_of_many_rows_near_the_top_goes_through_the_core_scaling(xp)
         np.testing.assert_array_equal(_np(hgg.center_rows(A)), hg.center_rows(X))
         assert hgg.head_norm(A, radius=0.5) == hg.head_norm(X, radius=0.5)
         np.testing.assert_array_equal(_np(hgg.worst_case_hidden(A)), hg.worst_case_hidden(X))
+
+
+# --------------------------------------------------------------------------- fused RowNorm (gpu/_fused.py)
+def _rownorm_case(rng, dtype, center, V=300, d=70):
+    """Rows at magnitudes 1e-3..1e3, one row exactly zero (it must stay zero without
+    ``center``), one zero up to the centring's rounding (an offset removed with it)."""
+    W = rng.standard_normal((V, d)) * 10.0 ** rng.uniform(-3, 3, size=(V, 1))
+    W[[5, 9]] = 0.0
+    rest = np.arange(V) != 9
+    W[rest] -= W[rest].mean(axis=0)
+    return (W + 7.0 if center else W).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("center", [False, True])
+def test_fused_rownorm_reference_equals_the_core(dtype, center, rng, monkeypatch):
+    """The three passes of the device's fused RowNorm, run through their NumPy
+    reference in many row blocks (partial sums), against the core's kernel: the
+    same update to the rounding of the reordered sums, the same decrease, the
+    same zero rows, the same zero-sum error."""
+    from hilbertgeom.gpu import _fused
+
+    monkeypatch.setattr(_fused, "_ROW_BLOCKS", 7)
+    monkeypatch.setattr(_fused, "_COL_BLOCKS", 5)
+    G = _rownorm_case(rng, dtype, center)
+    S, dec = _fused.projected_rownorm(G, np, center, 0.3, 1e-12)
+    Sc, dc = hg.projected_rownorm(G, eta=0.3, eps=1e-12, center=center, return_decrease=True)
+    np.testing.assert_allclose(S, Sc, rtol=0, atol=64 * U64)  # entries <= eta: a few roundings
+    V, d = G.shape
+    assert 0.3 * dec == pytest.approx(dc, rel=2 * gamma(V + d) + 2 * U64, abs=0)
+    if not center:  # row 9 of G is exactly zero: S_9 = (eta/2) mean N, so every unit row lies at eta/2 from it
+        gaps = np.delete(np.linalg.norm(S - S[9], axis=1), [5, 9])
+        np.testing.assert_allclose(gaps, 0.15, rtol=64 * U64)
+    assert not np.signbit(S[S == 0]).any()  # no -0.0
+    if not center:
+        with pytest.raises(ValueError, match=r"G must have zero column sums .* in column"):
+            _fused.projected_rownorm(G + 1.0, np, False, 1.0, 0.0)
+
+
+def test_fused_rownorm_only_on_cupy():
+    """The fused path is CUDA code: NumPy arrays keep the core's array-API kernel."""
+    from hilbertgeom.gpu import _fused
+
+    assert not _fused.fits(np.zeros((4, 3)), np)
+    assert not _fused.fits(np.zeros((4, 3)), array_api_strict)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("center", [False, True])
+@pytest.mark.parametrize("d", [70, 8200])  # 8200: the shared-memory opt-in, not a multiple of the block
+def test_cupy_fused_rownorm_equals_the_core(dtype, center, d, rng):  # pragma: no cover - needs a GPU
+    import cupy
+
+    from hilbertgeom.gpu import _fused
+
+    G = _rownorm_case(rng, dtype, center, V=3000, d=d)
+    A = cupy.asarray(G)
+    assert _fused.fits(A, cupy)
+    S, dec = hgg.projected_rownorm(A, eta=0.3, center=center, return_decrease=True)
+    Sc, dc = hg.projected_rownorm(G, eta=0.3, center=center, return_decrease=True)
+    np.testing.assert_allclose(cupy.asnumpy(S), Sc, rtol=0, atol=64 * U64)
+    assert dec == pytest.approx(dc, rel=2 * gamma(G.shape[0] + d) + 2 * U64, abs=0)

@@ -1,0 +1,225 @@
+"""Projected RowNorm in three passes over ``G``: CUDA kernels and their NumPy reference.
+
+The core's array-API kernel (:func:`hilbertgeom.tension.bounds._projected_rownorm`)
+reads ``G`` many times: the column sums, the absolute column sums, the row
+norms (a maximum, then a sum), the column sums of ``RN(P G)``, then the output,
+each through ``chunk x d`` float64 temporaries.  Here the same arithmetic is
+grouped into three passes over ``G``, each reading it once in its own precision:
+
+1. :func:`column_sums` -- the column sums of ``G`` and of ``|G|`` (float64),
+   summed by row blocks into ``blocks x d`` partials, the partials then summed
+   by one reduction: deterministic, no atomics.
+2. :func:`norms_and_sums` -- for each row ``x = g - m`` (float64), its norm as
+   the core takes it (``s = max |x|``, then ``s sqrt(sum (x/s)^2)``), the
+   zero-row rule, and the column sums of ``x / ||x||`` over the kept rows, again
+   by block partials.  One thread block takes a run of rows; each row is read
+   from memory once, its second and third reads come from the cache.
+3. :func:`output` -- ``S = eta * (-(1/2) (N - mean N) + 0) + 0``, elementwise,
+   written once in float64.
+
+Every element is formed by the core's own operations in the core's order
+(``float64(g) - m``, ``/ s``, ``/ n``, the signs and the ``+ 0.0`` that folds
+``-0.0``); only the order of the sums (column sums, row norms, column sums of
+``N``) differs, so the result equals the core's to a few ulps.  The NumPy
+functions below are the reference of each pass, run by the CPU tests; the
+device check compares the CUDA kernels with the core on the device.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from hilbertgeom import _validate as _v
+from hilbertgeom.tension._results import _rownorms
+from hilbertgeom.tension.bounds import _centring_noise, _nonzero_rows, _normalize
+
+__all__: list[str] = []  # private module
+
+_THREADS = 256  # threads per block of every kernel here (a multiple of the warp, 32)
+_COL_BLOCKS = 4096  # about this many blocks in the column-sum pass: enough to fill the device
+_ROW_BLOCKS = 2048  # blocks (runs of rows) in the norm pass; its partials are _ROW_BLOCKS x d
+MAX_SHARED = 227 * 1024  # bytes of shared memory one block may use on Hopper (sm_90), opt-in
+_STATIC_SHARED = 1024  # bytes reserved for the kernels' own shared arrays (33 doubles used)
+
+_SOURCE = r"""
+__device__ __forceinline__ double hg_block_reduce(double v, double* red, bool take_max) {
+    for (int o = 16; o > 0; o >>= 1) {
+        double w = __shfl_down_sync(0xffffffffu, v, o);
+        v = take_max ? fmax(v, w) : v + w;
+    }
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    __syncthreads();                       // red[] may still be read from the last call
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = (lane < nw) ? red[lane] : 0.0;  // 0 is neutral: the maxima are of |x| >= 0
+        for (int o = 16; o > 0; o >>= 1) {
+            double w = __shfl_down_sync(0xffffffffu, v, o);
+            v = take_max ? fmax(v, w) : v + w;
+        }
+        if (lane == 0) red[32] = v;
+    }
+    __syncthreads();
+    return red[32];
+}
+
+extern "C" __global__ void hg_column_sums(const T* __restrict__ G, long long V, int d, long long rows,
+                                          double* __restrict__ psum, double* __restrict__ pabs) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= d) return;
+    long long r0 = (long long)blockIdx.y * rows, r1 = min(V, r0 + rows);
+    double s = 0.0, a = 0.0;
+#pragma unroll 8
+    for (long long r = r0; r < r1; ++r) {
+        double v = (double)G[r * d + c];
+        s += v;
+        a += fabs(v);
+    }
+    psum[(long long)blockIdx.y * d + c] = s;
+    pabs[(long long)blockIdx.y * d + c] = a;
+}
+
+extern "C" __global__ void hg_norms_and_sums(const T* __restrict__ G, const double* __restrict__ m,
+                                             long long V, int d, long long rows, double cut, int centered,
+                                             double* __restrict__ norms, double* __restrict__ pN) {
+    extern __shared__ double acc[];        // d column sums of N for this block's rows
+    __shared__ double red[33];
+    int tid = threadIdx.x, nt = blockDim.x;
+    for (int c = tid; c < d; c += nt) acc[c] = 0.0;  // each thread owns the columns c = tid mod nt
+    long long r0 = (long long)blockIdx.x * rows, r1 = min(V, r0 + rows);
+    for (long long r = r0; r < r1; ++r) {
+        const T* g = G + r * d;
+        double mx = 0.0;
+        int raw = 0;
+        for (int c = tid; c < d; c += nt) {
+            T v = g[c];
+            raw |= (v != (T)0);
+            mx = fmax(mx, fabs((double)v - m[c]));
+        }
+        mx = hg_block_reduce(mx, red, true);
+        raw = __syncthreads_or(raw);
+        double ms = mx > 0.0 ? mx : 1.0;
+        double s = 0.0;
+        for (int c = tid; c < d; c += nt) {
+            double y = ((double)g[c] - m[c]) / ms;
+            s += y * y;
+        }
+        s = hg_block_reduce(s, red, false);
+        double n = mx * sqrt(s);
+        bool keep = n > cut && (centered || raw);
+        if (tid == 0) norms[r] = keep ? n : 0.0;
+        if (keep)
+            for (int c = tid; c < d; c += nt) acc[c] += ((double)g[c] - m[c]) / n;
+    }
+    for (int c = tid; c < d; c += nt) pN[(long long)blockIdx.x * d + c] = acc[c];
+}
+"""
+
+# S = eta * (-(1/2) (N - mean N) + 0) + 0 with N = (g - m) / n on kept rows (n > 0), 0 elsewhere:
+# the core's expression, operation for operation (a product plus 0.0 is the product, also if fused)
+_OUTPUT = ("T g, float64 m, float64 n, float64 mN, float64 eta", "float64 s",
+           "double N = n > 0.0 ? ((double)g - m) / n : 0.0; double s1 = -0.5 * (N - mN) + 0.0; s = eta * s1 + 0.0;")
+
+
+@functools.cache
+def _kernels(cp, dtype_name: str):
+    """The compiled kernels for one input precision (compiled once per process)."""
+    ctype = {"float32": "float", "float64": "double"}[dtype_name]
+    mod = cp.RawModule(code="#define T " + ctype + "\n" + _SOURCE, options=("-std=c++14",))
+    out = cp.ElementwiseKernel(*_OUTPUT, name="hg_rownorm_output")
+    return mod.get_function("hg_column_sums"), mod.get_function("hg_norms_and_sums"), out
+
+
+def _is_cupy(xp) -> bool:
+    return getattr(xp, "__name__", "").split(".")[0] == "cupy"
+
+
+def fits(X, xp) -> bool:
+    """Can the fused path take ``X``: CuPy, C-contiguous, and ``d`` float64 column sums
+    of one block within the shared memory of a block."""
+    return (_is_cupy(xp) and X.ndim == 2 and X.flags.c_contiguous
+            and X.shape[1] * 8 + _STATIC_SHARED <= MAX_SHARED)
+
+
+def _blocks(n: int, target: int) -> tuple[int, int]:
+    """``(rows per block, blocks)`` splitting ``n`` rows into about ``target`` runs."""
+    rows = max(1, -(-n // max(1, target)))
+    return rows, -(-n // rows)
+
+
+# --------------------------------------------------------------------------- pass 1
+def column_sums(X, xp):
+    """Column sums of ``X`` and of ``|X|`` in float64 (pass 1)."""
+    V, d = X.shape
+    if not _is_cupy(xp):  # the NumPy reference: the same row blocks, the same partials
+        rows, _ = _blocks(V, max(1, _COL_BLOCKS // -(-d // _THREADS)))
+        C = [np.asarray(X[a : a + rows], dtype=np.float64) for a in range(0, V, rows)]
+        return (np.sum([np.sum(c, axis=0) for c in C], axis=0),
+                np.sum([np.sum(np.abs(c), axis=0) for c in C], axis=0))
+    k_sum = _kernels(xp, X.dtype.name)[0]
+    xb = -(-d // _THREADS)
+    rows, nb = _blocks(V, max(1, _COL_BLOCKS // xb))
+    psum = xp.empty((nb, d), dtype=xp.float64)
+    pabs = xp.empty((nb, d), dtype=xp.float64)
+    k_sum((xb, nb), (_THREADS,), (X, np.int64(V), np.int32(d), np.int64(rows), psum, pabs))
+    return xp.sum(psum, axis=0), xp.sum(pabs, axis=0)
+
+
+# --------------------------------------------------------------------------- pass 2
+def norms_and_sums(X, m, cut: float, centered: bool, xp):
+    """``(n, sum N)``: the row norms of ``X - m`` (0 on rows that count as zero) and the
+    column sums of ``N = (X - m) / n`` over the kept rows (pass 2)."""
+    V, d = X.shape
+    if not _is_cupy(xp):
+        rows, _ = _blocks(V, _ROW_BLOCKS)
+        n_all, parts = [], []
+        for a in range(0, V, rows):
+            raw = X[a : a + rows]
+            x = np.asarray(raw, dtype=np.float64) - m
+            n = _rownorms(x)
+            keep = _nonzero_rows(raw, n, cut, centered)
+            n = np.where(keep, n, 0.0)
+            parts.append(np.sum(x[keep] / n[keep, None], axis=0) if keep.any() else np.zeros(d))
+            n_all.append(n)
+        return np.concatenate(n_all), np.sum(parts, axis=0)
+    k_norm = _kernels(xp, X.dtype.name)[1]
+    rows, nb = _blocks(V, _ROW_BLOCKS)
+    shared = 8 * d
+    k_norm.max_dynamic_shared_size_bytes = shared  # above 48 KiB a block must opt in (sm_70 and later)
+    norms = xp.empty(V, dtype=xp.float64)
+    pN = xp.empty((nb, d), dtype=xp.float64)
+    k_norm((nb,), (_THREADS,), (X, m, np.int64(V), np.int32(d), np.int64(rows), np.float64(cut),
+                               np.int32(bool(centered)), norms, pN), shared_mem=shared)
+    return norms, xp.sum(pN, axis=0)
+
+
+# --------------------------------------------------------------------------- pass 3
+def output(X, m, n, mN, eta: float, xp):
+    """``eta (-(1/2) (N - mean N) + 0) + 0``, float64 (pass 3)."""
+    if not _is_cupy(xp):
+        N = _normalize(np.asarray(X, dtype=np.float64) - m[None, :], n, n > 0)
+        return eta * (-0.5 * (N - mN[None, :]) + 0.0) + 0.0
+    out = _kernels(xp, X.dtype.name)[2]
+    return out(X, xp.reshape(m, (1, -1)), xp.reshape(n, (-1, 1)), xp.reshape(mN, (1, -1)), float(eta))
+
+
+def projected_rownorm(X, xp, center: bool, eta: float, eps: float):
+    """``(S, (1/2) sum_i ||g_i||)`` for a validated unit-size ``X``: the core's
+    ``_projected_rownorm(X, xp, center, 1.0, eps, True)`` then times ``eta``, in the
+    three passes above (the zero-sum rule, the centring noise and the zero-row rule
+    are the core's)."""
+    V = X.shape[0]
+    col, absum = column_sums(X, xp)
+    mean = _v.zero_sum_check(col, absum, V, center, xp)
+    cut = max(eps, _centring_noise(X, xp, absum=absum))
+    n, sumN = norms_and_sums(X, mean, cut, center, xp)
+    S = output(X, mean, n, sumN / V, eta, xp)
+    return S, 0.5 * float(xp.sum(n))
+
+
+def expected_traffic(V: int, d: int, itemsize: int) -> float:
+    """Bytes moved from and to device memory by the three passes: ``G`` read three
+    times, the float64 result written once (the partials are ``O(blocks d)``)."""
+    return float((3 * itemsize + 8) * V * d)
