@@ -451,7 +451,13 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
     (``ValueError`` where it exceeds float64). Only the largest magnitude, a
     Python float, reaches the host for it.
     """
-    X, xp = _gradient_input(G, center, "projected_rownorm")
+    if not isinstance(center, bool):
+        raise TypeError(f"center must be a bool; got {type(center).__name__}")
+    # float32 on CuPy: finiteness is read off the fused column sums (one pass less, see below)
+    X, xp = _b.device_matrix(G, "G", "projected_rownorm", min_rows=2, finite=False)
+    fused = _fused.fits(X, xp) and X.dtype == xp.float32
+    if not fused:
+        _b.real_float(X, xp, "G")
     e = _v.scalar(eta, "eta", minimum=0.0)
     ep = _v.scalar(eps, "eps", minimum=0.0)
     # the core's kernel, G read in row chunks within the tile budget; as in the core, at unit
@@ -462,7 +468,8 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
         if span and not bool(xp.all(xp.isfinite(_v.zero_sum_mean(X, xp, center, rows)))):
             raise ValueError(_fp.SPAN)  # an overflowing mean would leave every row "zero"
         if _fused.fits(X, xp):  # CuPy: three passes over G, fused (gpu/_fused.py)
-            S, dec1 = _fused.projected_rownorm(_fp.mul_pow2(X, k), xp, center, e, _fp.ldexp_inf(ep, k))
+            S, dec1 = _fused.projected_rownorm(_fp.mul_pow2(X, k), xp, center, e, _fp.ldexp_inf(ep, k),
+                                               check=lambda: _b.real_float(X, xp, "G"))
         else:
             S1, dec1 = _projected_rownorm(_fp.mul_pow2(X, k), xp, center, 1.0, _fp.ldexp_inf(ep, k), True,
                                           rows=rows)

@@ -197,13 +197,14 @@ def _is_contiguous(a) -> bool:
         return bool(getattr(flags, "c_contiguous", True))
 
 
-def real_float(a, xp, name: str, *, allow_float32: bool = True, min_ndim: int = 1):
+def real_float(a, xp, name: str, *, allow_float32: bool = True, min_ndim: int = 1, finite: bool = True):
     """Check dtype, layout and finiteness of a device array; return it (float32/64).
 
     Integers, booleans and complex arrays raise ``TypeError`` (converting them
     would hide a full-size device copy; pass ``a.astype(float)`` explicitly);
     float16 is widened to float32 (exact).  Non-contiguous arrays raise
-    ``ValueError``; NaN/inf entries raise ``ValueError`` with their count.
+    ``ValueError``; NaN/inf entries raise ``ValueError`` with their count
+    (``finite=False``: not checked here, the caller checks them in a pass of its own).
     """
     dt = a.dtype
     f16 = getattr(xp, "float16", None)
@@ -226,18 +227,18 @@ def real_float(a, xp, name: str, *, allow_float32: bool = True, min_ndim: int = 
             f"in tiles and would copy it per tile: pass an explicit contiguous copy "
             f"(cupy.ascontiguousarray({name}) or {name}.contiguous())"
         )
-    if math.prod(a.shape) and not bool(xp.all(xp.isfinite(a))):
+    if finite and math.prod(a.shape) and not bool(xp.all(xp.isfinite(a))):
         bad = int(xp.sum(xp.astype(xp.logical_not(xp.isfinite(a)), xp.int64)))
         raise ValueError(f"{name} must be finite; found {bad} NaN/inf entr{'y' if bad == 1 else 'ies'}")
     return a
 
 
-def device_matrix(x, name: str, fn: str, *, min_rows: int = 1, keep_float32: bool = True):
-    """A validated 2-D device matrix and its namespace."""
+def device_matrix(x, name: str, fn: str, *, min_rows: int = 1, keep_float32: bool = True, finite: bool = True):
+    """A validated 2-D device matrix and its namespace (``finite``: see :func:`real_float`)."""
     from hilbertgeom._validate import matrix_shape
 
     a, xp = as_device(x, name, fn)
-    return matrix_shape(real_float(a, xp, name, allow_float32=keep_float32), name, min_rows), xp
+    return matrix_shape(real_float(a, xp, name, allow_float32=keep_float32, finite=finite), name, min_rows), xp
 
 
 # --------------------------------------------------------------------------- tile budget

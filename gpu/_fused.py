@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import functools
 
+import array_api_compat
 import numpy as np
 
 from hilbertgeom import _validate as _v
 from hilbertgeom.tension._results import _rownorms
 from hilbertgeom.tension.bounds import _centring_noise, _nonzero_rows, _normalize
+
+from . import _backend as _b
 
 __all__: list[str] = []  # private module
 
@@ -41,28 +44,38 @@ _THREADS = 256  # threads per block of every kernel here (a multiple of the warp
 _COL_BLOCKS = 4096  # about this many blocks in the column-sum pass: enough to fill the device
 _ROW_BLOCKS = 2048  # blocks (runs of rows) in the norm pass; its partials are _ROW_BLOCKS x d
 MAX_SHARED = 227 * 1024  # bytes of shared memory one block may use on Hopper (sm_90), opt-in
-_STATIC_SHARED = 1024  # bytes reserved for the kernels' own shared arrays (33 doubles used)
+_STATIC_SHARED = 2048  # bytes reserved for the kernels' own shared arrays (4 x 33 doubles used)
 
 _SOURCE = r"""
-__device__ __forceinline__ double hg_block_reduce(double v, double* red, bool take_max) {
-    for (int o = 16; o > 0; o >>= 1) {
-        double w = __shfl_down_sync(0xffffffffu, v, o);
-        v = take_max ? fmax(v, w) : v + w;
-    }
+#define HG_R 4  // rows a block takes at once: 4x the loads in flight, a quarter of the barriers
+
+// Reduce v[0..HG_R) over the block (max or sum); every thread gets the results.
+__device__ __forceinline__ void hg_block_reduce(double* v, double* red, bool take_max) {
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+#pragma unroll
+    for (int q = 0; q < HG_R; ++q)
+        for (int o = 16; o > 0; o >>= 1) {
+            double w = __shfl_down_sync(0xffffffffu, v[q], o);
+            v[q] = take_max ? fmax(v[q], w) : v[q] + w;
+        }
     __syncthreads();                       // red[] may still be read from the last call
-    if (lane == 0) red[wid] = v;
+    if (lane == 0)
+        for (int q = 0; q < HG_R; ++q) red[q * 33 + wid] = v[q];
     __syncthreads();
     if (wid == 0) {
-        v = (lane < nw) ? red[lane] : 0.0;  // 0 is neutral: the maxima are of |x| >= 0
-        for (int o = 16; o > 0; o >>= 1) {
-            double w = __shfl_down_sync(0xffffffffu, v, o);
-            v = take_max ? fmax(v, w) : v + w;
+#pragma unroll
+        for (int q = 0; q < HG_R; ++q) {
+            double x = (lane < nw) ? red[q * 33 + lane] : 0.0;  // 0 is neutral: maxima of |x| >= 0
+            for (int o = 16; o > 0; o >>= 1) {
+                double w = __shfl_down_sync(0xffffffffu, x, o);
+                x = take_max ? fmax(x, w) : x + w;
+            }
+            if (lane == 0) red[q * 33 + 32] = x;
         }
-        if (lane == 0) red[32] = v;
     }
     __syncthreads();
-    return red[32];
+#pragma unroll
+    for (int q = 0; q < HG_R; ++q) v[q] = red[q * 33 + 32];
 }
 
 extern "C" __global__ void hg_column_sums(const T* __restrict__ G, long long V, int d, long long rows,
@@ -85,33 +98,54 @@ extern "C" __global__ void hg_norms_and_sums(const T* __restrict__ G, const doub
                                              long long V, int d, long long rows, double cut, int centered,
                                              double* __restrict__ norms, double* __restrict__ pN) {
     extern __shared__ double acc[];        // d column sums of N for this block's rows
-    __shared__ double red[33];
+    __shared__ double red[HG_R * 33];
     int tid = threadIdx.x, nt = blockDim.x;
     for (int c = tid; c < d; c += nt) acc[c] = 0.0;  // each thread owns the columns c = tid mod nt
     long long r0 = (long long)blockIdx.x * rows, r1 = min(V, r0 + rows);
-    for (long long r = r0; r < r1; ++r) {
+    for (long long r = r0; r < r1; r += HG_R) {
+        int nr = (int)min((long long)HG_R, r1 - r);
         const T* g = G + r * d;
-        double mx = 0.0;
-        int raw = 0;
+        double mx[HG_R], raw[HG_R], s[HG_R], n[HG_R];
+#pragma unroll
+        for (int q = 0; q < HG_R; ++q) mx[q] = raw[q] = s[q] = 0.0;
         for (int c = tid; c < d; c += nt) {
-            T v = g[c];
-            raw |= (v != (T)0);
-            mx = fmax(mx, fabs((double)v - m[c]));
+            double mc = m[c];
+#pragma unroll
+            for (int q = 0; q < HG_R; ++q)
+                if (q < nr) {
+                    T v = g[(long long)q * d + c];
+                    raw[q] = (v != (T)0) ? 1.0 : raw[q];
+                    mx[q] = fmax(mx[q], fabs((double)v - mc));
+                }
         }
-        mx = hg_block_reduce(mx, red, true);
-        raw = __syncthreads_or(raw);
-        double ms = mx > 0.0 ? mx : 1.0;
-        double s = 0.0;
+        hg_block_reduce(mx, red, true);
+        hg_block_reduce(raw, red, true);
+        double ms[HG_R];
+#pragma unroll
+        for (int q = 0; q < HG_R; ++q) ms[q] = mx[q] > 0.0 ? mx[q] : 1.0;
         for (int c = tid; c < d; c += nt) {
-            double y = ((double)g[c] - m[c]) / ms;
-            s += y * y;
+            double mc = m[c];
+#pragma unroll
+            for (int q = 0; q < HG_R; ++q)
+                if (q < nr) {
+                    double y = ((double)g[(long long)q * d + c] - mc) / ms[q];
+                    s[q] += y * y;
+                }
         }
-        s = hg_block_reduce(s, red, false);
-        double n = mx * sqrt(s);
-        bool keep = n > cut && (centered || raw);
-        if (tid == 0) norms[r] = keep ? n : 0.0;
-        if (keep)
-            for (int c = tid; c < d; c += nt) acc[c] += ((double)g[c] - m[c]) / n;
+        hg_block_reduce(s, red, false);
+#pragma unroll
+        for (int q = 0; q < HG_R; ++q) {
+            double nq = mx[q] * sqrt(s[q]);
+            n[q] = (q < nr && nq > cut && (centered || raw[q] > 0.0)) ? nq : 0.0;  // 0: the row counts as zero
+            if (tid == 0 && q < nr) norms[r + q] = n[q];
+        }
+        for (int c = tid; c < d; c += nt) {
+            double mc = m[c], a = acc[c];
+#pragma unroll
+            for (int q = 0; q < HG_R; ++q)
+                if (n[q] > 0.0) a += ((double)g[(long long)q * d + c] - mc) / n[q];
+            acc[c] = a;
+        }
     }
     for (int c = tid; c < d; c += nt) pN[(long long)blockIdx.x * d + c] = acc[c];
 }
@@ -124,8 +158,9 @@ _OUTPUT = ("T g, float64 m, float64 n, float64 mN, float64 eta", "float64 s",
 
 
 @functools.cache
-def _kernels(cp, dtype_name: str):
+def _kernels(dtype_name: str):
     """The compiled kernels for one input precision (compiled once per process)."""
+    cp = _b._cupy()  # the module itself (the namespace may be array-api-compat's wrapper)
     ctype = {"float32": "float", "float64": "double"}[dtype_name]
     mod = cp.RawModule(code="#define T " + ctype + "\n" + _SOURCE, options=("-std=c++14",))
     out = cp.ElementwiseKernel(*_OUTPUT, name="hg_rownorm_output")
@@ -133,7 +168,8 @@ def _kernels(cp, dtype_name: str):
 
 
 def _is_cupy(xp) -> bool:
-    return getattr(xp, "__name__", "").split(".")[0] == "cupy"
+    """CuPy itself or array-api-compat's wrapper of it (what :mod:`hilbertgeom.gpu` gets)."""
+    return array_api_compat.is_cupy_namespace(xp)
 
 
 def fits(X, xp) -> bool:
@@ -158,7 +194,7 @@ def column_sums(X, xp):
         C = [np.asarray(X[a : a + rows], dtype=np.float64) for a in range(0, V, rows)]
         return (np.sum([np.sum(c, axis=0) for c in C], axis=0),
                 np.sum([np.sum(np.abs(c), axis=0) for c in C], axis=0))
-    k_sum = _kernels(xp, X.dtype.name)[0]
+    k_sum = _kernels(X.dtype.name)[0]
     xb = -(-d // _THREADS)
     rows, nb = _blocks(V, max(1, _COL_BLOCKS // xb))
     psum = xp.empty((nb, d), dtype=xp.float64)
@@ -184,7 +220,7 @@ def norms_and_sums(X, m, cut: float, centered: bool, xp):
             parts.append(np.sum(x[keep] / n[keep, None], axis=0) if keep.any() else np.zeros(d))
             n_all.append(n)
         return np.concatenate(n_all), np.sum(parts, axis=0)
-    k_norm = _kernels(xp, X.dtype.name)[1]
+    k_norm = _kernels(X.dtype.name)[1]
     rows, nb = _blocks(V, _ROW_BLOCKS)
     shared = 8 * d
     k_norm.max_dynamic_shared_size_bytes = shared  # above 48 KiB a block must opt in (sm_70 and later)
@@ -201,17 +237,25 @@ def output(X, m, n, mN, eta: float, xp):
     if not _is_cupy(xp):
         N = _normalize(np.asarray(X, dtype=np.float64) - m[None, :], n, n > 0)
         return eta * (-0.5 * (N - mN[None, :]) + 0.0) + 0.0
-    out = _kernels(xp, X.dtype.name)[2]
+    out = _kernels(X.dtype.name)[2]
     return out(X, xp.reshape(m, (1, -1)), xp.reshape(n, (-1, 1)), xp.reshape(mN, (1, -1)), float(eta))
 
 
-def projected_rownorm(X, xp, center: bool, eta: float, eps: float):
+def projected_rownorm(X, xp, center: bool, eta: float, eps: float, check=None):
     """``(S, (1/2) sum_i ||g_i||)`` for a validated unit-size ``X``: the core's
     ``_projected_rownorm(X, xp, center, 1.0, eps, True)`` then times ``eta``, in the
     three passes above (the zero-sum rule, the centring noise and the zero-row rule
-    are the core's)."""
+    are the core's).
+
+    ``check``: the finiteness check of ``X``, run only when a column sum is not
+    finite.  For float32 ``X`` that is exact: a float64 sum of ``V < 2^60``
+    float32 magnitudes (each below ``2^128``) cannot overflow, so the sums are
+    finite exactly when every entry is; the caller may then skip its own pass
+    over ``X``."""
     V = X.shape[0]
     col, absum = column_sums(X, xp)
+    if check is not None and not bool(xp.all(xp.isfinite(absum))):
+        check()  # raises the usual error, with the count of NaN/inf entries
     mean = _v.zero_sum_check(col, absum, V, center, xp)
     cut = max(eps, _centring_noise(X, xp, absum=absum))
     n, sumN = norms_and_sums(X, mean, cut, center, xp)

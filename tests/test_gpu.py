@@ -22,6 +22,7 @@ import hilbertgeom as hg
 import hilbertgeom.gpu as hgg
 from hilbertgeom.gpu import _backend, _kernels
 from hilbertgeom.gpu._backend import accept_host_arrays
+from hilbertgeom.gpu.check import rownorm_matches
 
 NAMESPACES = [pytest.param(np, id="numpy"), pytest.param(array_api_strict, id="array-api-strict")]
 
@@ -786,6 +787,43 @@ def test_fused_rownorm_reference_equals_the_core(dtype, center, rng, monkeypatch
             _fused.projected_rownorm(G + 1.0, np, False, 1.0, 0.0)
 
 
+def test_rownorm_matching_rule_of_the_device_check(rng):
+    """The device check's RowNorm rule: a row small against the column means may move
+    by the means' rounding over its norm, no more; other rows by a few ulps."""
+    from hilbertgeom.gpu.check import rownorm_matches
+
+    G = rng.standard_normal((200, 8)).astype(np.float32) + 1e3
+    G[3] = G.mean(axis=0) + 1e-4  # near the mean: norm 0.014 once rounded to float32, the others ~3
+    S, dec = hg.projected_rownorm(G, center=True, return_decrease=True)
+    assert rownorm_matches(S, dec, S, dec, G, 1.0)[0]
+    T = S.copy()
+    T[3] += 1e-9  # within this row's allowance (the means' rounding, ~1e-10, over its norm 0.014)
+    assert rownorm_matches(T, dec, S, dec, G, 1.0)[0]
+    T = S.copy()
+    T[4] += 1e-9  # a row of norm 3.5: 1e-9 is far beyond its allowance
+    ok, why = rownorm_matches(T, dec, S, dec, G, 1.0)
+    assert not ok and "of its allowance" in why
+    assert not rownorm_matches(S, dec * (1 + 1e-9), S, dec, G, 1.0)[0]
+
+
+def test_fused_rownorm_checks_finiteness_through_its_sums(rng):
+    """float32 input skips the device's separate NaN/inf pass: the fused column sums
+    are finite exactly when every entry is, and a non-finite sum runs the check."""
+    from hilbertgeom.gpu import _fused
+
+    G = rng.standard_normal((50, 6)).astype(np.float32)
+    calls = []
+    _fused.projected_rownorm(G, np, True, 1.0, 0.0, check=lambda: calls.append(1))
+    assert calls == []
+    for bad in (np.inf, -np.inf, np.nan):
+        H = G.copy()
+        H[7, 2] = bad
+        with pytest.raises(ValueError, match="checked"):
+            _fused.projected_rownorm(H, np, True, 1.0, 0.0, check=lambda: (_ for _ in ()).throw(ValueError("checked")))
+    H = np.full((4, 2), np.finfo(np.float32).max)  # the largest float32 entries: sums stay finite
+    assert np.isfinite(_fused.column_sums(H.astype(np.float32), np)[1]).all()
+
+
 def test_fused_rownorm_only_on_cupy():
     """The fused path is CUDA code: NumPy arrays keep the core's array-API kernel."""
     from hilbertgeom.gpu import _fused
@@ -808,5 +846,9 @@ def test_cupy_fused_rownorm_equals_the_core(dtype, center, d, rng):  # pragma: n
     assert _fused.fits(A, cupy)
     S, dec = hgg.projected_rownorm(A, eta=0.3, center=center, return_decrease=True)
     Sc, dc = hg.projected_rownorm(G, eta=0.3, center=center, return_decrease=True)
-    np.testing.assert_allclose(cupy.asnumpy(S), Sc, rtol=0, atol=64 * U64)
-    assert dec == pytest.approx(dc, rel=2 * gamma(G.shape[0] + d) + 2 * U64, abs=0)
+    ok, why = rownorm_matches(cupy.asnumpy(S), dec, Sc, dc, G, 0.3)
+    assert ok, why
+    bad = G.copy()
+    bad[17, 3] = np.nan
+    with pytest.raises(ValueError, match="G must be finite; found 1 NaN/inf entry"):
+        hgg.projected_rownorm(cupy.asarray(bad), center=True)
