@@ -15,7 +15,8 @@ grouped into three passes over ``G``, each reading it once in its own precision:
    by block partials.  One thread block takes a run of rows; each row is read
    from memory once, its second and third reads come from the cache.
 3. :func:`output` -- ``S = eta * (-(1/2) (N - mean N) + 0) + 0``, elementwise,
-   written once in float64.
+   written once in float64 (a block takes a run of rows of one column tile, so
+   no index is divided).
 
 Every element is formed by the core's own operations in the core's order
 (``float64(g) - m``, ``/ s``, ``/ n``, the signs and the ``+ 0.0`` that folds
@@ -149,12 +150,28 @@ extern "C" __global__ void hg_norms_and_sums(const T* __restrict__ G, const doub
     }
     for (int c = tid; c < d; c += nt) pN[(long long)blockIdx.x * d + c] = acc[c];
 }
+
+// S = eta * (-(1/2) (N - mean N) + 0) + 0 with N = (g - m) / n on kept rows (n > 0), 0 elsewhere: the
+// core's expression, operation for operation (a product plus 0.0 is that product, also when fused).
+// Block (x, y): columns x*blockDim + tid of rows y*rows ... (no index division).
+extern "C" __global__ void hg_output(const T* __restrict__ G, const double* __restrict__ m,
+                                     const double* __restrict__ norms, const double* __restrict__ mN,
+                                     long long V, int d, int rows, double eta, double* __restrict__ S) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= d) return;
+    double mc = m[c], mnc = mN[c];
+    long long r0 = (long long)blockIdx.y * rows, r1 = min(V, r0 + rows);
+#pragma unroll 4
+    for (long long r = r0; r < r1; ++r) {
+        double n = norms[r];
+        double N = n > 0.0 ? ((double)G[r * d + c] - mc) / n : 0.0;
+        double s1 = -0.5 * (N - mnc) + 0.0;
+        S[r * d + c] = eta * s1 + 0.0;
+    }
+}
 """
 
-# S = eta * (-(1/2) (N - mean N) + 0) + 0 with N = (g - m) / n on kept rows (n > 0), 0 elsewhere:
-# the core's expression, operation for operation (a product plus 0.0 is the product, also if fused)
-_OUTPUT = ("T g, float64 m, float64 n, float64 mN, float64 eta", "float64 s",
-           "double N = n > 0.0 ? ((double)g - m) / n : 0.0; double s1 = -0.5 * (N - mN) + 0.0; s = eta * s1 + 0.0;")
+_OUT_ROWS = 16  # rows per block of the output pass (the grid's y extent stays below 65,536 up to V = 2^20)
 
 
 @functools.cache
@@ -163,8 +180,7 @@ def _kernels(dtype_name: str):
     cp = _b._cupy()  # the module itself (the namespace may be array-api-compat's wrapper)
     ctype = {"float32": "float", "float64": "double"}[dtype_name]
     mod = cp.RawModule(code="#define T " + ctype + "\n" + _SOURCE, options=("-std=c++14",))
-    out = cp.ElementwiseKernel(*_OUTPUT, name="hg_rownorm_output")
-    return mod.get_function("hg_column_sums"), mod.get_function("hg_norms_and_sums"), out
+    return tuple(mod.get_function(f) for f in ("hg_column_sums", "hg_norms_and_sums", "hg_output"))
 
 
 def _is_cupy(xp) -> bool:
@@ -237,8 +253,13 @@ def output(X, m, n, mN, eta: float, xp):
     if not _is_cupy(xp):
         N = _normalize(np.asarray(X, dtype=np.float64) - m[None, :], n, n > 0)
         return eta * (-0.5 * (N - mN[None, :]) + 0.0) + 0.0
-    out = _kernels(X.dtype.name)[2]
-    return out(X, xp.reshape(m, (1, -1)), xp.reshape(n, (-1, 1)), xp.reshape(mN, (1, -1)), float(eta))
+    k_out = _kernels(X.dtype.name)[2]
+    V, d = X.shape
+    rows = max(_OUT_ROWS, -(-V // 65535))  # the grid's y extent is at most 65,535
+    S = xp.empty((V, d), dtype=xp.float64)
+    k_out((-(-d // _THREADS), -(-V // rows)), (_THREADS,),
+          (X, m, n, mN, np.int64(V), np.int32(d), np.int32(rows), np.float64(eta), S))
+    return S
 
 
 def projected_rownorm(X, xp, center: bool, eta: float, eps: float, check=None):

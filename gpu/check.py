@@ -349,9 +349,13 @@ def _bench_rownorm(dev, hg, xp, small, line, rows) -> None:
     line(f"projected_rownorm V={Vr} d={dr} float32", t_rn, "device copy of G", t_cp, 3.0,
          dev.peak(lambda: hg.projected_rownorm(G, center=True)))
     gbs = _fused.expected_traffic(Vr, dr, 4) / t_rn / 1e9
-    copy_gbs = 2 * 4 * Vr * dr / t_cp / 1e9
+    D = xp.empty_like(G)
+    t_into = dev.time(lambda: xp.copyto(D, G), repeat=3)
+    D = None
+    copy_gbs, into_gbs = 2 * 4 * Vr * dr / t_cp / 1e9, 2 * 4 * Vr * dr / t_into / 1e9
     rows.append(("bench", "projected_rownorm traffic", f"{gbs:.0f} GB/s",
-                 f"3 reads of G + the float64 write in {t_rn:.4f} s; the copy moves {copy_gbs:.0f} GB/s"))
+                 f"3 reads of G + the float64 write in {t_rn:.4f} s; G.copy() moves {copy_gbs:.0f} GB/s, "
+                 f"a copy into an allocated array {into_gbs:.0f} GB/s ({t_into:.4f} s: {t_rn / t_into:.2f}x)"))
     print(f"  projected_rownorm: {gbs:.0f} GB/s of the three passes' traffic", flush=True)
     if _fused.fits(G, xp):  # each pass alone: which one holds the time
         col = _fused.column_sums(G, xp)[0]
