@@ -467,7 +467,7 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
     with _fp.zero_sum_named(X, center, k, xp, rows), np.errstate(over="ignore", invalid="ignore"):
         if span and not bool(xp.all(xp.isfinite(_v.zero_sum_mean(X, xp, center, rows)))):
             raise ValueError(_fp.SPAN)  # an overflowing mean would leave every row "zero"
-        if _fused.fits(X, xp):  # CuPy: three passes over G, fused (gpu/_fused.py)
+        if _fused.fits(X, xp):  # CuPy: one kernel per step (gpu/_fused.py)
             S, dec1 = _fused.projected_rownorm(_fp.mul_pow2(X, k), xp, center, e, _fp.ldexp_inf(ep, k),
                                                check=lambda: _b.real_float(X, xp, "G"))
         else:

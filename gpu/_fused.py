@@ -1,29 +1,31 @@
-"""Projected RowNorm in three passes over ``G``: CUDA kernels and their NumPy reference.
+"""Projected RowNorm in four light passes over ``G``: CUDA kernels and their NumPy reference.
 
 The core's array-API kernel (:func:`hilbertgeom.tension.bounds._projected_rownorm`)
-reads ``G`` many times: the column sums, the absolute column sums, the row
-norms (a maximum, then a sum), the column sums of ``RN(P G)``, then the output,
-each through ``chunk x d`` float64 temporaries.  Here the same arithmetic is
-grouped into three passes over ``G``, each reading it once in its own precision:
+builds ``chunk x d`` float64 temporaries for every step: the column sums, the
+absolute column sums, the row norms (a maximum, then a sum), the column sums of
+``RN(P G)``, the output.  Here each step is one kernel that reads ``G`` once in
+its own precision and keeps nothing of size ``V x d`` but the result:
 
 1. :func:`column_sums` -- the column sums of ``G`` and of ``|G|`` (float64),
    summed by row blocks into ``blocks x d`` partials, the partials then summed
-   by one reduction: deterministic, no atomics.
-2. :func:`norms_and_sums` -- for each row ``x = g - m`` (float64), its norm as
-   the core takes it (``s = max |x|``, then ``s sqrt(sum (x/s)^2)``), the
-   zero-row rule, and the column sums of ``x / ||x||`` over the kept rows, again
-   by block partials.  One thread block takes a run of rows; each row is read
-   from memory once, its second and third reads come from the cache.
+   by one reduction: deterministic, no atomics.  For float32 input they also
+   tell whether every entry is finite (see :func:`projected_rownorm`).
+2. :func:`norms_and_sums` -- (a) one warp per row: the norm of ``x = g - m``
+   (float64) and the zero-row rule; (b) the column sums of ``x / ||x||`` over
+   the kept rows, by block partials as in 1.
 3. :func:`output` -- ``S = eta * (-(1/2) (N - mean N) + 0) + 0``, elementwise,
    written once in float64 (a block takes a run of rows of one column tile, so
    no index is divided).
 
 Every element is formed by the core's own operations in the core's order
-(``float64(g) - m``, ``/ s``, ``/ n``, the signs and the ``+ 0.0`` that folds
-``-0.0``); only the order of the sums (column sums, row norms, column sums of
-``N``) differs, so the result equals the core's to a few ulps.  The NumPy
-functions below are the reference of each pass, run by the CPU tests; the
-device check compares the CUDA kernels with the core on the device.
+(``float64(g) - m``, ``/ n``, the signs and the ``+ 0.0`` that folds ``-0.0``);
+only the sums (column sums, row norms, column sums of ``N``) are taken in
+another order, and float32 rows' norms without the core's scaling by the
+largest entry (needless there: no square of a float32 difference leaves
+float64's range).  The differences this makes are bounded in
+:func:`hilbertgeom.gpu.check.rownorm_matches`.  The NumPy functions below are
+the reference of each pass, run by the CPU tests; the device check compares
+the CUDA kernels with the core on the device.
 """
 
 from __future__ import annotations
@@ -43,40 +45,52 @@ __all__: list[str] = []  # private module
 
 _THREADS = 256  # threads per block of every kernel here (a multiple of the warp, 32)
 _COL_BLOCKS = 4096  # about this many blocks in the column-sum pass: enough to fill the device
-_ROW_BLOCKS = 2048  # blocks (runs of rows) in the norm pass; its partials are _ROW_BLOCKS x d
-MAX_SHARED = 227 * 1024  # bytes of shared memory one block may use on Hopper (sm_90), opt-in
-_STATIC_SHARED = 2048  # bytes reserved for the kernels' own shared arrays (4 x 33 doubles used)
+_WARPS = _THREADS // 32  # rows per block of the norm kernel (one warp each)
 
 _SOURCE = r"""
-#define HG_R 4  // rows a block takes at once: 4x the loads in flight, a quarter of the barriers
-
-// Reduce v[0..HG_R) over the block (max or sum); every thread gets the results.
-__device__ __forceinline__ void hg_block_reduce(double* v, double* red, bool take_max) {
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-#pragma unroll
-    for (int q = 0; q < HG_R; ++q)
-        for (int o = 16; o > 0; o >>= 1) {
-            double w = __shfl_down_sync(0xffffffffu, v[q], o);
-            v[q] = take_max ? fmax(v[q], w) : v[q] + w;
-        }
-    __syncthreads();                       // red[] may still be read from the last call
-    if (lane == 0)
-        for (int q = 0; q < HG_R; ++q) red[q * 33 + wid] = v[q];
-    __syncthreads();
-    if (wid == 0) {
-#pragma unroll
-        for (int q = 0; q < HG_R; ++q) {
-            double x = (lane < nw) ? red[q * 33 + lane] : 0.0;  // 0 is neutral: maxima of |x| >= 0
-            for (int o = 16; o > 0; o >>= 1) {
-                double w = __shfl_down_sync(0xffffffffu, x, o);
-                x = take_max ? fmax(x, w) : x + w;
-            }
-            if (lane == 0) red[q * 33 + 32] = x;
-        }
+// One warp per row: its norm as the core takes it, and the zero-row rule; no block barrier.
+// HG_SCALED (float64 input): s = max |x| first, then s sqrt(sum (x/s)^2), as the core (squares of a
+// float64 row could underflow).  float32 input: sqrt(sum x^2) in one read -- the squares of
+// differences of float32 values and a float64 mean lie far inside float64's range.
+extern "C" __global__ void hg_row_norms(const T* __restrict__ G, const double* __restrict__ m,
+                                        long long V, int d, double cut, int centered,
+                                        double* __restrict__ norms) {
+    long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (r >= V) return;                    // the whole warp leaves together
+    const T* g = G + r * d;
+    int raw = 0;
+    double s = 0.0, n;
+#if HG_SCALED
+    double mx = 0.0;
+#pragma unroll 8
+    for (int c = lane; c < d; c += 32) {
+        T v = g[c];
+        raw |= (v != (T)0);
+        mx = fmax(mx, fabs((double)v - m[c]));
     }
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < HG_R; ++q) v[q] = red[q * 33 + 32];
+    for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    double ms = mx > 0.0 ? mx : 1.0;
+#pragma unroll 8
+    for (int c = lane; c < d; c += 32) {
+        double y = ((double)g[c] - m[c]) / ms;
+        s += y * y;
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    n = mx * sqrt(s);
+#else
+#pragma unroll 8
+    for (int c = lane; c < d; c += 32) {
+        T v = g[c];
+        raw |= (v != (T)0);
+        double x = (double)v - m[c];
+        s += x * x;
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    n = sqrt(s);
+#endif
+    raw = __any_sync(0xffffffffu, raw);
+    if (lane == 0) norms[r] = (n > cut && (centered || raw)) ? n : 0.0;  // 0: the row counts as zero
 }
 
 extern "C" __global__ void hg_column_sums(const T* __restrict__ G, long long V, int d, long long rows,
@@ -95,60 +109,20 @@ extern "C" __global__ void hg_column_sums(const T* __restrict__ G, long long V, 
     pabs[(long long)blockIdx.y * d + c] = a;
 }
 
-extern "C" __global__ void hg_norms_and_sums(const T* __restrict__ G, const double* __restrict__ m,
-                                             long long V, int d, long long rows, double cut, int centered,
-                                             double* __restrict__ norms, double* __restrict__ pN) {
-    extern __shared__ double acc[];        // d column sums of N for this block's rows
-    __shared__ double red[HG_R * 33];
-    int tid = threadIdx.x, nt = blockDim.x;
-    for (int c = tid; c < d; c += nt) acc[c] = 0.0;  // each thread owns the columns c = tid mod nt
-    long long r0 = (long long)blockIdx.x * rows, r1 = min(V, r0 + rows);
-    for (long long r = r0; r < r1; r += HG_R) {
-        int nr = (int)min((long long)HG_R, r1 - r);
-        const T* g = G + r * d;
-        double mx[HG_R], raw[HG_R], s[HG_R], n[HG_R];
-#pragma unroll
-        for (int q = 0; q < HG_R; ++q) mx[q] = raw[q] = s[q] = 0.0;
-        for (int c = tid; c < d; c += nt) {
-            double mc = m[c];
-#pragma unroll
-            for (int q = 0; q < HG_R; ++q)
-                if (q < nr) {
-                    T v = g[(long long)q * d + c];
-                    raw[q] = (v != (T)0) ? 1.0 : raw[q];
-                    mx[q] = fmax(mx[q], fabs((double)v - mc));
-                }
-        }
-        hg_block_reduce(mx, red, true);
-        hg_block_reduce(raw, red, true);
-        double ms[HG_R];
-#pragma unroll
-        for (int q = 0; q < HG_R; ++q) ms[q] = mx[q] > 0.0 ? mx[q] : 1.0;
-        for (int c = tid; c < d; c += nt) {
-            double mc = m[c];
-#pragma unroll
-            for (int q = 0; q < HG_R; ++q)
-                if (q < nr) {
-                    double y = ((double)g[(long long)q * d + c] - mc) / ms[q];
-                    s[q] += y * y;
-                }
-        }
-        hg_block_reduce(s, red, false);
-#pragma unroll
-        for (int q = 0; q < HG_R; ++q) {
-            double nq = mx[q] * sqrt(s[q]);
-            n[q] = (q < nr && nq > cut && (centered || raw[q] > 0.0)) ? nq : 0.0;  // 0: the row counts as zero
-            if (tid == 0 && q < nr) norms[r + q] = n[q];
-        }
-        for (int c = tid; c < d; c += nt) {
-            double mc = m[c], a = acc[c];
-#pragma unroll
-            for (int q = 0; q < HG_R; ++q)
-                if (n[q] > 0.0) a += ((double)g[(long long)q * d + c] - mc) / n[q];
-            acc[c] = a;
-        }
+// Column sums of N = (g - m) / n over the kept rows (n > 0), by row blocks as hg_column_sums.
+extern "C" __global__ void hg_sums_of_n(const T* __restrict__ G, const double* __restrict__ m,
+                                        const double* __restrict__ norms, long long V, int d, long long rows,
+                                        double* __restrict__ pN) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= d) return;
+    long long r0 = (long long)blockIdx.y * rows, r1 = min(V, r0 + rows);
+    double mc = m[c], a = 0.0;
+#pragma unroll 8
+    for (long long r = r0; r < r1; ++r) {
+        double n = norms[r];
+        if (n > 0.0) a += ((double)G[r * d + c] - mc) / n;
     }
-    for (int c = tid; c < d; c += nt) pN[(long long)blockIdx.x * d + c] = acc[c];
+    pN[(long long)blockIdx.y * d + c] = a;
 }
 
 // S = eta * (-(1/2) (N - mean N) + 0) + 0 with N = (g - m) / n on kept rows (n > 0), 0 elsewhere: the
@@ -178,9 +152,10 @@ _OUT_ROWS = 16  # rows per block of the output pass (the grid's y extent stays b
 def _kernels(dtype_name: str):
     """The compiled kernels for one input precision (compiled once per process)."""
     cp = _b._cupy()  # the module itself (the namespace may be array-api-compat's wrapper)
-    ctype = {"float32": "float", "float64": "double"}[dtype_name]
-    mod = cp.RawModule(code="#define T " + ctype + "\n" + _SOURCE, options=("-std=c++14",))
-    return tuple(mod.get_function(f) for f in ("hg_column_sums", "hg_norms_and_sums", "hg_output"))
+    ctype, scaled = {"float32": ("float", 0), "float64": ("double", 1)}[dtype_name]
+    head = f"#define T {ctype}\n#define HG_SCALED {scaled}\n"
+    mod = cp.RawModule(code=head + _SOURCE, options=("-std=c++14",))
+    return {f: mod.get_function(f) for f in ("hg_column_sums", "hg_row_norms", "hg_sums_of_n", "hg_output")}
 
 
 def _is_cupy(xp) -> bool:
@@ -189,10 +164,8 @@ def _is_cupy(xp) -> bool:
 
 
 def fits(X, xp) -> bool:
-    """Can the fused path take ``X``: CuPy, C-contiguous, and ``d`` float64 column sums
-    of one block within the shared memory of a block."""
-    return (_is_cupy(xp) and X.ndim == 2 and X.flags.c_contiguous
-            and X.shape[1] * 8 + _STATIC_SHARED <= MAX_SHARED)
+    """Can the fused path take ``X``: a C-contiguous CuPy matrix."""
+    return _is_cupy(xp) and X.ndim == 2 and X.flags.c_contiguous
 
 
 def _blocks(n: int, target: int) -> tuple[int, int]:
@@ -210,7 +183,7 @@ def column_sums(X, xp):
         C = [np.asarray(X[a : a + rows], dtype=np.float64) for a in range(0, V, rows)]
         return (np.sum([np.sum(c, axis=0) for c in C], axis=0),
                 np.sum([np.sum(np.abs(c), axis=0) for c in C], axis=0))
-    k_sum = _kernels(X.dtype.name)[0]
+    k_sum = _kernels(X.dtype.name)["hg_column_sums"]
     xb = -(-d // _THREADS)
     rows, nb = _blocks(V, max(1, _COL_BLOCKS // xb))
     psum = xp.empty((nb, d), dtype=xp.float64)
@@ -225,7 +198,7 @@ def norms_and_sums(X, m, cut: float, centered: bool, xp):
     column sums of ``N = (X - m) / n`` over the kept rows (pass 2)."""
     V, d = X.shape
     if not _is_cupy(xp):
-        rows, _ = _blocks(V, _ROW_BLOCKS)
+        rows, _ = _blocks(V, max(1, _COL_BLOCKS // -(-d // _THREADS)))
         n_all, parts = [], []
         for a in range(0, V, rows):
             raw = X[a : a + rows]
@@ -236,14 +209,14 @@ def norms_and_sums(X, m, cut: float, centered: bool, xp):
             parts.append(np.sum(x[keep] / n[keep, None], axis=0) if keep.any() else np.zeros(d))
             n_all.append(n)
         return np.concatenate(n_all), np.sum(parts, axis=0)
-    k_norm = _kernels(X.dtype.name)[1]
-    rows, nb = _blocks(V, _ROW_BLOCKS)
-    shared = 8 * d
-    k_norm.max_dynamic_shared_size_bytes = shared  # above 48 KiB a block must opt in (sm_70 and later)
+    k = _kernels(X.dtype.name)
     norms = xp.empty(V, dtype=xp.float64)
+    k["hg_row_norms"]((-(-V // _WARPS),), (_THREADS,),
+                      (X, m, np.int64(V), np.int32(d), np.float64(cut), np.int32(bool(centered)), norms))
+    xb = -(-d // _THREADS)
+    rows, nb = _blocks(V, max(1, _COL_BLOCKS // xb))
     pN = xp.empty((nb, d), dtype=xp.float64)
-    k_norm((nb,), (_THREADS,), (X, m, np.int64(V), np.int32(d), np.int64(rows), np.float64(cut),
-                               np.int32(bool(centered)), norms, pN), shared_mem=shared)
+    k["hg_sums_of_n"]((xb, nb), (_THREADS,), (X, m, norms, np.int64(V), np.int32(d), np.int64(rows), pN))
     return norms, xp.sum(pN, axis=0)
 
 
@@ -253,7 +226,7 @@ def output(X, m, n, mN, eta: float, xp):
     if not _is_cupy(xp):
         N = _normalize(np.asarray(X, dtype=np.float64) - m[None, :], n, n > 0)
         return eta * (-0.5 * (N - mN[None, :]) + 0.0) + 0.0
-    k_out = _kernels(X.dtype.name)[2]
+    k_out = _kernels(X.dtype.name)["hg_output"]
     V, d = X.shape
     rows = max(_OUT_ROWS, -(-V // 65535))  # the grid's y extent is at most 65,535
     S = xp.empty((V, d), dtype=xp.float64)
@@ -265,7 +238,7 @@ def output(X, m, n, mN, eta: float, xp):
 def projected_rownorm(X, xp, center: bool, eta: float, eps: float, check=None):
     """``(S, (1/2) sum_i ||g_i||)`` for a validated unit-size ``X``: the core's
     ``_projected_rownorm(X, xp, center, 1.0, eps, True)`` then times ``eta``, in the
-    three passes above (the zero-sum rule, the centring noise and the zero-row rule
+    passes above (the zero-sum rule, the centring noise and the zero-row rule
     are the core's).
 
     ``check``: the finiteness check of ``X``, run only when a column sum is not
@@ -285,6 +258,6 @@ def projected_rownorm(X, xp, center: bool, eta: float, eps: float, check=None):
 
 
 def expected_traffic(V: int, d: int, itemsize: int) -> float:
-    """Bytes moved from and to device memory by the three passes: ``G`` read three
-    times, the float64 result written once (the partials are ``O(blocks d)``)."""
-    return float((3 * itemsize + 8) * V * d)
+    """Bytes moved from and to device memory by the passes: ``G`` read four times, the
+    float64 result written once (the partials are ``O(blocks d)``)."""
+    return float((4 * itemsize + 8) * V * d)

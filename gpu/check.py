@@ -221,9 +221,9 @@ def _parity(dev: _Dev, hg, rows: list, small: bool) -> bool:
     Sg, dg = hg.projected_rownorm(dev.put(G), return_decrease=True)
     Sc, dc = core.projected_rownorm(G, return_decrease=True)
     record("projected_rownorm", *rownorm_matches(dev.get(Sg), dg, Sc, dc, G, 1.0))
-    # the fused passes (gpu/_fused.py) where d needs the shared-memory opt-in and is no
-    # multiple of the block; zero rows: exactly zero (kept zero without center) and zero
-    # up to the centring's rounding (an offset removed by center=True)
+    # the fused passes (gpu/_fused.py) at a wide d that is no multiple of the block; zero rows:
+    # exactly zero (kept zero without center) and zero up to the centring's rounding (an offset
+    # removed by center=True)
     Vw, dw = (300, 70) if small else (4096, 8200)
 
     def wide(dtype, center):
@@ -354,9 +354,9 @@ def _bench_rownorm(dev, hg, xp, small, line, rows) -> None:
     D = None
     copy_gbs, into_gbs = 2 * 4 * Vr * dr / t_cp / 1e9, 2 * 4 * Vr * dr / t_into / 1e9
     rows.append(("bench", "projected_rownorm traffic", f"{gbs:.0f} GB/s",
-                 f"3 reads of G + the float64 write in {t_rn:.4f} s; G.copy() moves {copy_gbs:.0f} GB/s, "
+                 f"4 reads of G + the float64 write in {t_rn:.4f} s; G.copy() moves {copy_gbs:.0f} GB/s, "
                  f"a copy into an allocated array {into_gbs:.0f} GB/s ({t_into:.4f} s: {t_rn / t_into:.2f}x)"))
-    print(f"  projected_rownorm: {gbs:.0f} GB/s of the three passes' traffic", flush=True)
+    print(f"  projected_rownorm: {gbs:.0f} GB/s of the passes' traffic", flush=True)
     if _fused.fits(G, xp):  # each pass alone: which one holds the time
         col = _fused.column_sums(G, xp)[0]
         m = col / Vr
@@ -364,7 +364,7 @@ def _bench_rownorm(dev, hg, xp, small, line, rows) -> None:
         times = [dev.time(lambda: _fused.column_sums(G, xp), repeat=3),
                  dev.time(lambda: _fused.norms_and_sums(G, m, 0.0, True, xp), repeat=3),
                  dev.time(lambda: _fused.output(G, m, n, sN / Vr, 1.0, xp), repeat=3)]
-        detail = ", ".join(f"{w} {t * 1e3:.2f} ms" for w, t in zip(("column sums", "norms + sums of N", "output"),
+        detail = ", ".join(f"{w} {t * 1e3:.2f} ms" for w, t in zip(("column sums", "row norms + sums of N", "output"),
                                                                      times, strict=True))
         rows.append(("bench", "projected_rownorm passes", f"{sum(times) * 1e3:.2f} ms", detail))
         print(f"  passes: {detail}", flush=True)
