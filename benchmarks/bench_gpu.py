@@ -10,8 +10,12 @@ Sizes, peers and targets (issue "gpu"):
 * ``projected_rownorm`` at V = 262,144, d = 8192, float32, against a device
   copy of the same bytes (target <= 3x).
 
-Each line prints our time, the peer's, the ratio (ours / peer) and the size
-of CuPy's memory pool.  This is the benchmark half of
+Also: RowNorm's traffic and each of its passes, the core's unfused kernel,
+and ``row_diameter``, ``tension_bounds`` and ``projected_rownorm`` on a head
+gradient's shape (V = 30,522, d = 384) against the core on the CPU.
+
+Each line prints our time, the peer's, the ratio (ours / peer) and the peak
+device memory of our call.  This is the benchmark half of
 ``python -m hilbertgeom.gpu.check``; the measured table, with the GPU model
 and date, is kept on the GPU page of the docs.
 

@@ -24,7 +24,14 @@ measured in the same run, and the ratio:
   whose ``V x V`` output fits (it needs pylibraft or cuVS, depending on the
   CuPy version; skipped with the reason if absent);
 * ``projected_rownorm`` at V = 262,144, d = 8192 (float32) against a device
-  copy of the same bytes (target <= 3x).
+  copy of the same bytes (target <= 3x), with its traffic, each of its passes
+  and the core's unfused kernel;
+* ``row_diameter``, ``tension_bounds`` and ``projected_rownorm`` on a head
+  gradient's shape (the synthetic generator, V = 30,522, d = 384, float32)
+  against the core on the CPU.
+
+Each benchmark row also gives the call's peak device memory (the growth of
+CuPy's pool from an emptied cache).
 """
 
 from __future__ import annotations
@@ -86,12 +93,6 @@ class _Dev:
     def free(self):
         if not self.dry:
             self.xp.get_default_memory_pool().free_all_blocks()
-
-    def pool(self) -> str:
-        """CuPy's memory pool size right after the timed call (not a peak)."""
-        if self.dry:
-            return "-"
-        return f"{self.xp.get_default_memory_pool().total_bytes() / 2**30:.1f} GiB"
 
     def time(self, fn, repeat: int = 1) -> float:
         best = math.inf
@@ -380,9 +381,8 @@ def _bench_gradient(dev, hg, small, line) -> None:
     H = core.gradients.synthetic_head_gradient(Vg, dg, seed=3).G
     Hd = dev.put(H.astype(np.float32))
     H32 = H.astype(np.float32)
-    # (closest_pair is left out: on this shape the core's float32 screening keeps a window of
-    # near-tied tail pairs that it re-checks one by one, minutes on a CPU)
     for name, fd, fc in (("row_diameter", hg.row_diameter, core.row_diameter),
+                         ("closest_pair", hg.closest_pair, core.closest_pair),
                          ("tension_bounds", lambda a: hg.tension_bounds(a, center=True),
                           lambda a: core.tension_bounds(a, center=True)),
                          ("projected_rownorm", lambda a: hg.projected_rownorm(a, center=True),

@@ -254,6 +254,18 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
     eps = 2.0 * (4.0 * gamma + 10.2 * u + 8.2 * u64 + 4.0 * (2.0 * uo + uo * uo) * (1.0 + gamma)) * N + 8.0 * m * tiny
     eps64 = 2.0 * (2 * d + 8) * u64 * N
 
+    is_max = mode == "max"
+    if not is_max:
+        # The closest pair screens each pair against its own window: every term of the bound
+        # above is a multiple of N that is, pair by pair, the same multiple of (n_i + n_j)/2
+        # (Sum |terms| <= 2 (n_i + n_j)), so f_ij and the re-check are within E_i + E_j of
+        # ||x_i - x_j||^2 with E_i below.  Screening n_i - E_i in place of n_i makes every
+        # screened value a lower bound of its pair's re-checked value: no window around the
+        # best, whose width 2 eps ~ N (the largest row) would take in every pair of a cloud of
+        # small rows (a head gradient's tail) beside a few large ones.
+        per_row = (4.0 * gamma + 10.2 * u + 8.2 * u64 + 4.0 * (2.0 * uo + uo * uo) * (1.0 + gamma)
+                   + (2 * d + 8) * u64)
+        n = n - (per_row * n + 4.0 * m * tiny)
     Xh = xp.astype(Xc, screen)
     del Xc
     nh = xp.reshape(xp.astype(n, screen), (V, 1))
@@ -265,7 +277,6 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
     B = min(max(1, int(tile)), V)
     ar = xp.arange(B)
     lower = xp.reshape(ar, (B, 1)) >= xp.reshape(ar, (1, B))  # i >= j inside a diagonal tile
-    is_max = mode == "max"
     fill = xp.asarray(-math.inf if is_max else math.inf, dtype=screen)
     best_scr = -math.inf if is_max else math.inf
     best_d2: float | None = None
@@ -291,15 +302,19 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
                 if tm < thr:
                     continue
                 ii, jj = xp.nonzero(T >= thr)
-            else:
+            else:  # every T_ij is at most pair (i, j)'s re-checked squared distance (see above)
                 tm = float(xp.min(T))
-                best_scr = min(best_scr, tm)
-                thr = best_scr + 2.0 * eps + eps64
-                if best_d2 is not None:
-                    thr = min(thr, math.ldexp(best_d2, k1) ** 2 + eps + eps64)
-                if tm > thr:
+                if best_d2 is not None and tm > _above(math.ldexp(best_d2, k1) ** 2, u, tiny):
                     continue
-                ii, jj = xp.nonzero(T <= thr)
+                w = T.shape[1]
+                a = int(xp.argmin(xp.reshape(T, (-1,))))  # the tile's most promising pair first
+                ai = xp.asarray([bi + a // w])
+                aj = xp.asarray([bj + a % w])
+                v = float(pair_distance(xp.take(X0, ai, axis=0) - xp.take(X0, aj, axis=0), xp)[0])
+                key = (bi + a // w) * V + bj + a % w
+                if best_d2 is None or best_key is None or v < best_d2 or (v == best_d2 and key < best_key):
+                    best_d2, best_key = v, key
+                ii, jj = xp.nonzero(T <= _above(math.ldexp(best_d2, k1) ** 2, u, tiny))
             gi = ii + bi
             gj = jj + bj
             nc = gi.shape[0]
@@ -319,6 +334,13 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
         raise ValueError(f"extreme_pair_l2 needs a finite (V, d) array with V >= 2 rows; got shape {(V, d)}")
     i, j = divmod(best_key, V)
     return Pair(best_d2 / f0, int(i), int(j))
+
+
+def _above(x: float, u: float, tiny: float) -> float:
+    """A float at least ``x >= 0`` that stays at least ``x`` once rounded to the screening
+    precision (unit roundoff ``u``, smallest normal ``tiny``): the float64 rounding of
+    ``x`` and the cast each lose at most a relative ``u``, a subnormal result ``tiny``."""
+    return x * (1.0 + 4.0 * u) + 2.0 * tiny
 
 
 def _cummin(a, xp):
