@@ -21,7 +21,7 @@ and date, is kept on the GPU page of the docs.
 
 Usage::
 
-    python benchmarks/bench_gpu.py              # on a CUDA machine (~2 minutes on an H200)
+    python benchmarks/bench_gpu.py              # on a CUDA machine (about a minute on an H200)
     python benchmarks/bench_gpu.py --dry-run    # the same code on the CPU via NumPy, small sizes
 """
 

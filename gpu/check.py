@@ -2,7 +2,7 @@
 
 Run on a machine with a CUDA GPU and CuPy::
 
-    python -m hilbertgeom.gpu.check                # parity + benchmarks (< 8 min on one GPU)
+    python -m hilbertgeom.gpu.check                # parity + benchmarks (75-115 s on an H200)
     python -m hilbertgeom.gpu.check --parity-only
     python -m hilbertgeom.gpu.check --out table.md # also write the table as Markdown
 

@@ -9,6 +9,7 @@ it), and brute-force pairwise distances for feasibility.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import brute_pairs, kernel_rtol
 from test_refine import head
 
@@ -99,3 +100,66 @@ def test_refine_places_the_tail(monkeypatch):
     n = np.linalg.norm(X, axis=1)
     assert n[seen[0]].max() < n.max()  # the largest rows are not placed
     assert float(np.sum(X * P1)) >= float(np.sum(X * P0)) * (1 - kernel_rtol(X.size))
+
+
+def test_refine_places_only_once_rounds_stop_halving_the_gap(monkeypatch):
+    """The placement costs ~15 ms a tail row, a minute on the MiniLM top 4096, where a
+    round at d = 32 takes 20-40 s: it waits until rounds stop halving the gap (or the
+    last round, or a deadline that leaves no room for another round).  Each call is
+    checked against the gap the round reported before it, and the rounds' gaps are
+    read off the progress lines."""
+    G = head(400, 8, 32)
+    G = G - G.mean(axis=0)
+    X = G / np.abs(G).max()
+    X -= X.mean(axis=0)
+    calls, gaps = [], []
+    real = pl.place_rows
+
+    def spy(X_, P, rows, **kw):
+        calls.append(len(gaps))  # the number of rounds reported so far
+        return real(X_, P, rows, **kw)
+
+    monkeypatch.setattr(rf, "place_rows", spy)
+    monkeypatch.setattr(rf, "_progress", lambda msg: gaps.append(float(msg.split("rel gap ")[1].split()[0])))
+    rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
+    assert len(gaps) == 4
+    placed = set(calls)
+    for r in (1, 2):  # a round not placed reports the gap it was judged on: it must have halved
+        halved = gaps[r] <= 0.5 * min(gaps[:r])
+        assert (r in placed) or halved, (r, gaps, calls)
+        assert halved or (r in placed), (r, gaps, calls)  # a round that did not halve is placed
+    assert 0 not in placed  # the first round never (nothing to compare with, time left)
+    assert 3 in placed  # the last round always
+    assert {1, 2} - placed, (gaps, calls)  # on this head one middle round halves and is not placed
+
+
+@pytest.mark.parametrize("shrink, until_deadline, passes", [
+    (0.9, False, 1),      # a pass that closes a tenth of what is left: no second pass while rounds remain
+    (0.5, False, None),   # half of what is left each time: passes go on (to the deadline here)
+    (0.9, True, None),    # no time for another round: passes go on while they gain
+    (0.0, False, 1),      # the first pass reaches the goal: done
+])
+def test_place_tail_passes(monkeypatch, shrink, until_deadline, passes):
+    """Passes of the placement go on while each closes a fifth of what is left to the
+    goal (the value meeting tol), or, with no time left for another round, while they
+    gain at all; never past the goal or the deadline."""
+    import time
+
+    count = []
+
+    def fake_place(X_, P, rows, deadline):
+        count.append(1)
+        return P + 1.0, 1.0
+
+    goal = 10.0
+    monkeypatch.setattr(rf, "place_rows", fake_place)
+    # after k passes the value is goal - 8 shrink^k: a pass closes (1 - shrink) of what is left
+    monkeypatch.setattr(rf, "_feasible_value", lambda X_, P: (goal - 8.0 * shrink ** float(P[0, 0]), P, None))
+    P0 = np.zeros((1, 1))
+    _, v = rf._place_tail(np.zeros((1, 1)), P0, goal - 8.0, np.arange(1), time.perf_counter() + 0.2, goal,
+                          until_deadline)
+    if passes is not None:
+        assert len(count) == passes
+    else:
+        assert len(count) > 5  # stopped by the deadline, not by the rule
+    assert v <= goal

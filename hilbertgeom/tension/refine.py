@@ -68,6 +68,10 @@ _PRODUCT_FANOUT = 64
 #: where splitting stalls short of ``tol`` on at most this many rows, the dual over every pair
 #: finishes from the refinement's flow (400 rows at rank 8: from 1.25e-6 to 3e-10 in 14 s)
 _POLISH_ROWS = 1024
+#: a round's rows are placed one by one (tension/place.py) only once rounds stop halving the gap
+#: (or at the last round, or when another round would not fit before the deadline): the placement
+#: costs about 15 ms a tail row, 60 s on the MiniLM top 4096, where a round at d = 32 takes 20-40 s
+_PLACE_WHEN = 0.5
 
 
 def _initial_labels(X: np.ndarray, n: np.ndarray, deadline: float, seed: int = 0):
@@ -381,6 +385,32 @@ def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.
     return lab, split
 
 
+def _place_tail(X: np.ndarray, Pn: np.ndarray, value: float, tail: np.ndarray, deadline: float, goal: float,
+                until_deadline: bool):
+    """``(potential, value)``: passes of tension/place.py over the tail rows (each on its own
+    best point given all the others; most of the gap on real gradients is the tail sharing a
+    few hundred points), while each pass raises the value by at least a fifth of what is
+    left to ``goal`` (the value at which the gap meets ``tol``) -- or, with
+    ``until_deadline`` (no time left for another round), while it raises it at all."""
+    while time.perf_counter() < deadline and value < goal:
+        Pp, gained = place_rows(X, Pn, tail, deadline=deadline)
+        if not gained > 0:
+            break
+        vp, Pp, _ = _feasible_value(X, Pp)
+        if not vp > value:
+            break
+        step, Pn, value = vp - value, Pp, vp
+        if not until_deadline and step < 0.2 * (goal - value):
+            break
+    return Pn, value
+
+
+def _refine_gap(X: np.ndarray, value: float, cost: float) -> float:
+    """The relative gap of a value and a cost, widened as :func:`_certify` will widen it (the
+    rounding of ``<X, P>``), so that "optimal" here is optimal there."""
+    return (cost - value + 4.0 * (X.size + 2) * _U64 * value) / value if value > 0 else math.inf
+
+
 def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, deadline: float = math.inf,
                   report_scale: float = 1.0):
     """Cluster refinement on the centred ``X`` (unit size).  Returns ``(potential,
@@ -404,6 +434,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     stuck = False  # splitting stopped narrowing the gap (not a limit of time or rounds)
     res_prev, warm_ok = None, False
     for rounds in range(1, max_rounds + 1):
+        t_round = time.perf_counter()
         labels, m = _compact(labels)
         if m < 2:  # one group has no problem to solve: every row its own group
             labels, m = np.arange(V), V
@@ -457,21 +488,22 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
                 break
             cost, w, Phi = cr, wr, Phr
         value, Pn, _ = _feasible_value(X, P[near])
-        tail = _tail_rows(n, labels, m)
-        if tail.size and time.perf_counter() < deadline:
-            # each tail row on its own best point given all the others (tension/place.py): most of
-            # the gap on real gradients is the tail sharing a few hundred points
-            Pp, gained = place_rows(X, Pn, tail, deadline=deadline)
-            if gained > 0:
-                vp, Pp, _ = _feasible_value(X, Pp)
-                if vp > value:
-                    value, Pn = vp, Pp
         if value > best_val:
             best_val, best_P = value, Pn
         if cost < best_cost:
             best_cost, best_flow = cost, (I, J, w, Phi)
-        # as _certify will widen it (the rounding of <X, P>), so that "optimal" here is optimal there
-        gap = (best_cost - best_val + 4.0 * (X.size + 2) * _U64 * best_val) / best_val if best_val > 0 else math.inf
+        gap = _refine_gap(X, best_val, best_cost)
+        tail = _tail_rows(n, labels, m)
+        now = time.perf_counter()
+        placed = (rounds == max_rounds or deadline - now < now - t_round
+                  or (math.isfinite(top_gap) and gap > _PLACE_WHEN * top_gap))
+        # the value at which the certificate's gap meets tol (as _refine_gap widens it)
+        goal = best_cost / (1.0 + tol - 4.0 * (X.size + 2) * _U64)
+        if placed and tail.size and gap > tol:
+            Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, deadline - now < now - t_round)
+            if value > best_val:
+                best_val, best_P = value, Pn
+                gap = _refine_gap(X, best_val, best_cost)
         if verbose:
             f = report_scale
             _progress(f"  min_tension refine round {rounds:3d}: {m} groups, T in [{best_val * f:.12g}, "
@@ -494,6 +526,10 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         labels, split = _split(X, n, labels, members, np.bincount(labels, rowex, m), _SPLIT_PARTS, _SPLIT_SHARE)
         if split == 0:  # every group with excess is a single row: nothing left to refine
             stuck = True
+            if not placed and tail.size and gap > tol:
+                Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, True)
+                if value > best_val:
+                    best_val, best_P = value, Pn
             break
         # the other rows move to their best point
         labels = np.where(labels >= m, labels, near)
