@@ -363,11 +363,12 @@ def worst_case_hidden(S: Any, /, *, hidden_norm: NormLike = 2, radius: float = 1
 
 
 # --------------------------------------------------------------------------- tension
-def _gradient_input(G, center, fn):
-    """The validated gradient, not yet projected, and its namespace."""
+def _gradient_input(G, center, fn, finite: bool = True):
+    """The validated gradient, not yet projected, and its namespace (``finite``: see
+    :func:`hilbertgeom.gpu._backend.real_float`)."""
     if not isinstance(center, bool):
         raise TypeError(f"center must be a bool; got {type(center).__name__}")
-    return _b.device_matrix(G, "G", fn, min_rows=2)
+    return _b.device_matrix(G, "G", fn, min_rows=2, finite=finite)
 
 
 def _unit(G0, xp) -> tuple[int, bool]:
@@ -451,13 +452,13 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
     (``ValueError`` where it exceeds float64). Only the largest magnitude, a
     Python float, reaches the host for it.
     """
-    if not isinstance(center, bool):
-        raise TypeError(f"center must be a bool; got {type(center).__name__}")
-    # float32 on CuPy: finiteness is read off the fused column sums (one pass less, see below)
-    X, xp = _b.device_matrix(G, "G", "projected_rownorm", min_rows=2, finite=False)
-    fused = _fused.fits(X, xp) and X.dtype == xp.float32
-    if not fused:
-        _b.real_float(X, xp, "G")
+    X, xp = _gradient_input(G, center, "projected_rownorm", finite=False)
+    fused = _fused.fits(X, xp)  # CuPy: one kernel per step (gpu/_fused.py)
+    # float32 there: finiteness is read off the fused column sums (one pass over G less)
+    check: Any = functools.partial(_b.real_float, X, xp, "G")
+    if not (fused and X.dtype == xp.float32):
+        check()
+        check = None
     e = _v.scalar(eta, "eta", minimum=0.0)
     ep = _v.scalar(eps, "eps", minimum=0.0)
     # the core's kernel, G read in row chunks within the tile budget; as in the core, at unit
@@ -467,9 +468,8 @@ def projected_rownorm(G: Any, /, *, eta: float = 1.0, eps: float = 0.0, center: 
     with _fp.zero_sum_named(X, center, k, xp, rows), np.errstate(over="ignore", invalid="ignore"):
         if span and not bool(xp.all(xp.isfinite(_v.zero_sum_mean(X, xp, center, rows)))):
             raise ValueError(_fp.SPAN)  # an overflowing mean would leave every row "zero"
-        if _fused.fits(X, xp):  # CuPy: one kernel per step (gpu/_fused.py)
-            S, dec1 = _fused.projected_rownorm(_fp.mul_pow2(X, k), xp, center, e, _fp.ldexp_inf(ep, k),
-                                               check=lambda: _b.real_float(X, xp, "G"))
+        if fused:
+            S, dec1 = _fused.projected_rownorm(_fp.mul_pow2(X, k), xp, center, e, _fp.ldexp_inf(ep, k), check=check)
         else:
             S1, dec1 = _projected_rownorm(_fp.mul_pow2(X, k), xp, center, 1.0, _fp.ldexp_inf(ep, k), True,
                                           rows=rows)

@@ -168,24 +168,24 @@ def fits(X, xp) -> bool:
     return _is_cupy(xp) and X.ndim == 2 and X.flags.c_contiguous
 
 
-def _blocks(n: int, target: int) -> tuple[int, int]:
-    """``(rows per block, blocks)`` splitting ``n`` rows into about ``target`` runs."""
-    rows = max(1, -(-n // max(1, target)))
-    return rows, -(-n // rows)
+def _column_grid(V: int, d: int) -> tuple[int, int, int]:
+    """``(column tiles, rows per block, row blocks)`` of the column passes: ``d`` columns in
+    tiles of a block's threads, ``V`` rows in about ``_COL_BLOCKS / tiles`` runs."""
+    tiles = -(-d // _THREADS)
+    rows = max(1, -(-V // max(1, _COL_BLOCKS // tiles)))
+    return tiles, rows, -(-V // rows)
 
 
 # --------------------------------------------------------------------------- pass 1
 def column_sums(X, xp):
     """Column sums of ``X`` and of ``|X|`` in float64 (pass 1)."""
     V, d = X.shape
+    xb, rows, nb = _column_grid(V, d)
     if not _is_cupy(xp):  # the NumPy reference: the same row blocks, the same partials
-        rows, _ = _blocks(V, max(1, _COL_BLOCKS // -(-d // _THREADS)))
         C = [np.asarray(X[a : a + rows], dtype=np.float64) for a in range(0, V, rows)]
         return (np.sum([np.sum(c, axis=0) for c in C], axis=0),
                 np.sum([np.sum(np.abs(c), axis=0) for c in C], axis=0))
     k_sum = _kernels(X.dtype.name)["hg_column_sums"]
-    xb = -(-d // _THREADS)
-    rows, nb = _blocks(V, max(1, _COL_BLOCKS // xb))
     psum = xp.empty((nb, d), dtype=xp.float64)
     pabs = xp.empty((nb, d), dtype=xp.float64)
     k_sum((xb, nb), (_THREADS,), (X, np.int64(V), np.int32(d), np.int64(rows), psum, pabs))
@@ -197,8 +197,8 @@ def norms_and_sums(X, m, cut: float, centered: bool, xp):
     """``(n, sum N)``: the row norms of ``X - m`` (0 on rows that count as zero) and the
     column sums of ``N = (X - m) / n`` over the kept rows (pass 2)."""
     V, d = X.shape
+    xb, rows, nb = _column_grid(V, d)
     if not _is_cupy(xp):
-        rows, _ = _blocks(V, max(1, _COL_BLOCKS // -(-d // _THREADS)))
         n_all, parts = [], []
         for a in range(0, V, rows):
             raw = X[a : a + rows]
@@ -213,8 +213,6 @@ def norms_and_sums(X, m, cut: float, centered: bool, xp):
     norms = xp.empty(V, dtype=xp.float64)
     k["hg_row_norms"]((-(-V // _WARPS),), (_THREADS,),
                       (X, m, np.int64(V), np.int32(d), np.float64(cut), np.int32(bool(centered)), norms))
-    xb = -(-d // _THREADS)
-    rows, nb = _blocks(V, max(1, _COL_BLOCKS // xb))
     pN = xp.empty((nb, d), dtype=xp.float64)
     k["hg_sums_of_n"]((xb, nb), (_THREADS,), (X, m, norms, np.int64(V), np.int32(d), np.int64(rows), pN))
     return norms, xp.sum(pN, axis=0)

@@ -26,7 +26,7 @@ measured in the same run, and the ratio:
 * ``projected_rownorm`` at V = 262,144, d = 8192 (float32) against a device
   copy of the same bytes (target <= 3x), with its traffic, each of its passes
   and the core's unfused kernel;
-* ``row_diameter``, ``tension_bounds`` and ``projected_rownorm`` on a head
+* ``row_diameter``, ``closest_pair``, ``tension_bounds`` and ``projected_rownorm`` on a head
   gradient's shape (the synthetic generator, V = 30,522, d = 384, float32)
   against the core on the CPU.
 
@@ -379,8 +379,8 @@ def _bench_gradient(dev, hg, small, line) -> None:
     # on the device against the core on this machine's CPU
     Vg, dg = (2000, 32) if small else (30522, 384)
     H = core.gradients.synthetic_head_gradient(Vg, dg, seed=3).G
-    Hd = dev.put(H.astype(np.float32))
     H32 = H.astype(np.float32)
+    Hd = dev.put(H32)
     for name, fd, fc in (("row_diameter", hg.row_diameter, core.row_diameter),
                          ("closest_pair", hg.closest_pair, core.closest_pair),
                          ("tension_bounds", lambda a: hg.tension_bounds(a, center=True),

@@ -251,7 +251,10 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
     u64, _ = _finfo(xp, f64)
     gamma = m * u / (1.0 - m * u)
     uo = float(operand_u)
-    eps = 2.0 * (4.0 * gamma + 10.2 * u + 8.2 * u64 + 4.0 * (2.0 * uo + uo * uo) * (1.0 + gamma)) * N + 8.0 * m * tiny
+    # the screening's error per unit of N: the GEMM (and TF32 operands), the rows' and norms'
+    # rounding, the float64 centring (see docs/kernels.md)
+    K = 4.0 * gamma + 10.2 * u + 8.2 * u64 + 4.0 * (2.0 * uo + uo * uo) * (1.0 + gamma)
+    eps = 2.0 * K * N + 8.0 * m * tiny
     eps64 = 2.0 * (2 * d + 8) * u64 * N
 
     is_max = mode == "max"
@@ -263,9 +266,7 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
         # screened value a lower bound of its pair's re-checked value: no window around the
         # best, whose width 2 eps ~ N (the largest row) would take in every pair of a cloud of
         # small rows (a head gradient's tail) beside a few large ones.
-        per_row = (4.0 * gamma + 10.2 * u + 8.2 * u64 + 4.0 * (2.0 * uo + uo * uo) * (1.0 + gamma)
-                   + (2 * d + 8) * u64)
-        n = n - (per_row * n + 4.0 * m * tiny)
+        n = n - ((K + (2 * d + 8) * u64) * n + 4.0 * m * tiny)
     Xh = xp.astype(Xc, screen)
     del Xc
     nh = xp.reshape(xp.astype(n, screen), (V, 1))

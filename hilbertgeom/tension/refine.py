@@ -408,7 +408,17 @@ def _place_tail(X: np.ndarray, Pn: np.ndarray, value: float, tail: np.ndarray, d
 def _refine_gap(X: np.ndarray, value: float, cost: float) -> float:
     """The relative gap of a value and a cost, widened as :func:`_certify` will widen it (the
     rounding of ``<X, P>``), so that "optimal" here is optimal there."""
-    return (cost - value + 4.0 * (X.size + 2) * _U64 * value) / value if value > 0 else math.inf
+    return (cost - value + _widening(X) * value) / value if value > 0 else math.inf
+
+
+def _refine_goal(X: np.ndarray, cost: float, tol: float) -> float:
+    """The value at which :func:`_refine_gap` against ``cost`` is ``tol``."""
+    return cost / (1.0 + tol - _widening(X))
+
+
+def _widening(X: np.ndarray) -> float:
+    """The relative rounding of ``<X, P>`` that :func:`_certify` adds to the gap."""
+    return 4.0 * (X.size + 2) * _U64
 
 
 def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, deadline: float = math.inf,
@@ -495,12 +505,11 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         gap = _refine_gap(X, best_val, best_cost)
         tail = _tail_rows(n, labels, m)
         now = time.perf_counter()
-        placed = (rounds == max_rounds or deadline - now < now - t_round
-                  or (math.isfinite(top_gap) and gap > _PLACE_WHEN * top_gap))
-        # the value at which the certificate's gap meets tol (as _refine_gap widens it)
-        goal = best_cost / (1.0 + tol - 4.0 * (X.size + 2) * _U64)
+        no_room = deadline - now < now - t_round  # another round would not fit before the deadline
+        placed = rounds == max_rounds or no_room or (math.isfinite(top_gap) and gap > _PLACE_WHEN * top_gap)
+        goal = _refine_goal(X, best_cost, tol)
         if placed and tail.size and gap > tol:
-            Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, deadline - now < now - t_round)
+            Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room)
             if value > best_val:
                 best_val, best_P = value, Pn
                 gap = _refine_gap(X, best_val, best_cost)
