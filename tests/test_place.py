@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import brute_pairs, kernel_rtol
+from helpers import U64, brute_pairs, kernel_rtol
 from test_refine import head
 
 import hilbertgeom as hg
 from hilbertgeom.tension import place as pl
 from hilbertgeom.tension import refine as rf
+from hilbertgeom.tension._results import _rownorms
 from hilbertgeom.tolerances import tolerance
 
 SOLVER = tolerance("solver")
@@ -163,3 +164,73 @@ def test_place_tail_passes(monkeypatch, shrink, until_deadline, passes):
     else:
         assert len(count) > 5  # stopped by the deadline, not by the rule
     assert v <= goal
+
+
+def explicit_placement(X, Phi, rows, radius):
+    """The placement with every row's differences formed explicitly (no GEMM
+    screening): the rows farther than ``1 - radius`` by their exact differences,
+    the move checked against every row."""
+    Phi = Phi.copy()
+    n = _rownorms(X)  # the placement's own unit rows: an ulp there moves a degenerate row's step
+    prev_idx, prev_mu = np.zeros(0, np.intp), np.zeros(0)
+    for i in rows:
+        C = Phi - Phi[i]
+        nn = np.einsum("ij,ij->i", Phi, Phi)  # the screening's margin for the GEMM's rounding, on exact distances
+        margin = 4 * (C.shape[1] + 2) * U64 * (nn + nn[i])
+        sel = np.flatnonzero(np.einsum("ij,ij->i", C, C) > (1 - radius) ** 2 - margin)
+        sel = sel[sel != i]
+        Q = np.vstack([C[sel], np.zeros((1, C.shape[1]))])
+        mu0 = np.ones(Q.shape[0])
+        if prev_idx.size:
+            pos = np.minimum(np.searchsorted(prev_idx, sel), prev_idx.size - 1)
+            hit = prev_idx[pos] == sel
+            if hit.any():
+                mu0[:-1] = np.where(hit, prev_mu[pos], 1e-12)  # not a tolerance: at the bound
+                mu0[-1] = prev_mu[-1]
+        step, mu = pl._best_point(X[i] / n[i], Q, np.append(np.ones(sel.size), radius**2), mu0)
+        prev_idx, prev_mu = sel, mu
+        if not float(X[i] @ step) >= -pl._GIVE * n[i] or not np.any(step):
+            continue
+        C -= step
+        C[i] = 0.0
+        if float(np.einsum("ij,ij->i", C, C).max()) > 1.0:
+            continue
+        Phi[i] += step
+    return Phi
+
+
+@pytest.mark.parametrize("block", [1, 4, 1000])
+def test_blocked_screening_is_the_explicit_placement(monkeypatch, block):
+    """The GEMM screening (``_BLOCK`` rows per product, distances of the rows still to
+    come made again after each move) picks the rows an explicit difference picks:
+    same moves as the placement that forms every row's differences, with blocks of 1,
+    several blocks, and one block.  The large trust radius makes moves cross the
+    screening threshold inside a block."""
+    G = head(90, 4, 8)
+    G = G - G.mean(axis=0)
+    ref = hg.min_tension(G, method="cvxpy-flow")
+    n = np.linalg.norm(G, axis=1)
+    Phi = ref.potential / brute_pairs(ref.potential)[0].max()
+    P = grouped(Phi, n, 4)
+    rows = np.argsort(-n)[10:]
+    monkeypatch.setattr(pl, "_BLOCK", block)
+    want = explicit_placement(G, P, rows, 0.3)
+    got, _ = pl.place_rows(G, P, rows, radius=0.3)
+    assert np.any(np.abs(want - P).max(axis=1) > 0.01)  # not a tolerance: rows moved
+    assert np.abs(got - want).max() <= kernel_rtol(G.size)
+
+
+@pytest.mark.parametrize("block", [1, 1000])
+def test_a_moved_row_bounds_the_next_in_its_block(monkeypatch, block):
+    """Closed form: two rows on one point ``c = -0.12 e1`` pulling in opposite
+    directions, trust radius 0.6.  The first moves to ``c + 0.6 e1``; the second is
+    then 0.6 from it, beyond ``1 - 0.6``, so the first row's ball stops it at
+    ``c - 0.4 e1`` (screening by the distances before the first move would let it
+    reach ``c - 0.6 e1``, 1.2 apart).  The offset ``c`` makes the Gram form's cross
+    term and the moved row's new squared norm decide the screening."""
+    X = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    monkeypatch.setattr(pl, "_BLOCK", block)
+    got, gained = pl.place_rows(X, np.full((2, 2), [-0.12, 0.0]), np.arange(2), radius=0.6)
+    assert SOLVER.close(got[0, 0], 0.48, scale=1.0) and SOLVER.close(got[1, 0], -0.52, scale=1.0)
+    assert np.abs(got[:, 1]).max() <= SOLVER.bound(1.0)
+    assert SOLVER.close(gained, 1.0, scale=1.0)
