@@ -120,10 +120,21 @@ def test_refine_places_only_once_rounds_stop_halving_the_gap(monkeypatch):
         calls.append(len(gaps))  # the number of rounds reported so far
         return real(X_, P, rows, **kw)
 
+    placed_lines = []
+
+    def progress(msg):
+        if "rel gap " in msg:
+            gaps.append(float(msg.split("rel gap ")[1].split()[0]))
+        else:  # one line per pass: "round r: N tail rows placed, lower bound a -> b (goal g)  t s"
+            before, after = msg.split("lower bound ")[1].split(" (goal")[0].split(" -> ")
+            placed_lines.append((len(gaps), float(before), float(after)))
+
     monkeypatch.setattr(rf, "place_rows", spy)
-    monkeypatch.setattr(rf, "_progress", lambda msg: gaps.append(float(msg.split("rel gap ")[1].split()[0])))
+    monkeypatch.setattr(rf, "_progress", progress)
     rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
     assert len(gaps) == 4
+    assert [r for r, _, _ in placed_lines] == calls  # one progress line per pass, before its round's line
+    assert all(b >= a for _, a, b in placed_lines)
     placed = set(calls)
     for r in (1, 2):  # a round not placed reports the gap it was judged on: it must have halved
         halved = gaps[r] <= 0.5 * min(gaps[:r])

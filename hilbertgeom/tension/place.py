@@ -26,7 +26,8 @@ points ``q_b``, a row's best point is a small convex problem,
 whose minimiser gives ``phi = (x + Q^T mu) / M`` and whose gradient is
 ``(r_b^2 - ||phi - q_b||^2) / 2``.  The move is then shortened to the largest
 step that keeps every ball (a quadratic per ball) and checked against every
-row, so each accepted move keeps the potential feasible: the rows can be
+screened row (a row not screened is within ``1 - rho``, and the move is at most
+``rho``), so each accepted move keeps the potential feasible: the rows can be
 stopped at any time (a deadline) and the result is a feasible potential whose
 value never decreased.  This is block coordinate ascent: it stops where no
 single row can gain, not necessarily at the optimum; the certificate's gap

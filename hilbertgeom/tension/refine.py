@@ -386,17 +386,22 @@ def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.
 
 
 def _place_tail(X: np.ndarray, Pn: np.ndarray, value: float, tail: np.ndarray, deadline: float, goal: float,
-                until_deadline: bool):
+                until_deadline: bool, report: tuple[str, float] | None = None):
     """``(potential, value)``: passes of tension/place.py over the tail rows (each on its own
     best point given all the others; most of the gap on real gradients is the tail sharing a
     few hundred points), while each pass raises the value by at least a fifth of what is
     left to ``goal`` (the value at which the gap meets ``tol``) -- or, with
-    ``until_deadline`` (no time left for another round), while it raises it at all."""
+    ``until_deadline`` (no time left for another round), while it raises it at all.
+    With ``report = (label, scale)``, one progress line per pass: the lower bound before and
+    after (times ``scale``), its goal and the time."""
     while time.perf_counter() < deadline and value < goal:
+        t_pass = time.perf_counter()
         Pp, gained = place_rows(X, Pn, tail, deadline=deadline)
-        if not gained > 0:
-            break
-        vp, Pp, _ = _feasible_value(X, Pp)
+        vp, Pp, _ = _feasible_value(X, Pp) if gained > 0 else (value, Pp, None)
+        if report is not None:
+            label, f = report
+            _progress(f"{label}: {tail.size} tail rows placed, lower bound {value * f:.12g} -> "
+                      f"{max(vp, value) * f:.12g} (goal {goal * f:.12g})  {time.perf_counter() - t_pass:.1f} s")
         if not vp > value:
             break
         step, Pn, value = vp - value, Pp, vp
@@ -508,8 +513,9 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         no_room = deadline - now < now - t_round  # another round would not fit before the deadline
         placed = rounds == max_rounds or no_room or (math.isfinite(top_gap) and gap > _PLACE_WHEN * top_gap)
         goal = _refine_goal(X, best_cost, tol)
+        report = (f"  min_tension refine round {rounds:3d}", report_scale) if verbose else None
         if placed and tail.size and gap > tol:
-            Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room)
+            Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room, report)
             if value > best_val:
                 best_val, best_P = value, Pn
                 gap = _refine_gap(X, best_val, best_cost)
@@ -536,7 +542,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if split == 0:  # every group with excess is a single row: nothing left to refine
             stuck = True
             if not placed and tail.size and gap > tol:
-                Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, True)
+                Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, True, report)
                 if value > best_val:
                     best_val, best_P = value, Pn
             break
