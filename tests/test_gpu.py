@@ -66,10 +66,15 @@ def _core_imports():
     import ast
     import pathlib
 
-    # the source tree: an installed hilbertgeom/ also holds gpu/ and proofs/ as subpackages
+    # the source tree next to tests/, else (tests/ run against an installed wheel) the
+    # installed package, which also holds gpu/ and proofs/ as subpackages: those are left out
     root = pathlib.Path(__file__).resolve().parent.parent / "hilbertgeom"
+    if not root.is_dir():
+        root = pathlib.Path(hg.__file__).resolve().parent
     found = []
     for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in ("gpu", "proofs"):
+            continue
         pkg = ["hilbertgeom", *path.relative_to(root).parent.parts]
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Import):
