@@ -58,16 +58,22 @@ def grouped(Phi, n, groups):
     return P
 
 
-def test_placement_gains_most_of_what_grouping_lost():
-    """From the reference optimum with its small rows on 4 shared points: placement
-    keeps the potential feasible (brute force), never lowers its value, does not pass
-    the reference's upper bound, and wins back at least half of what grouping lost."""
+def grouped_case():
+    """A small real-shaped head, its reference optimum (scaled to diameter 1) and that
+    optimum with the small rows on 4 shared points, and the reference: ``(G, n, Phi, P, ref)``."""
     G = head(90, 4, 8)
     G = G - G.mean(axis=0)
     ref = hg.min_tension(G, method="cvxpy-flow")
     n = np.linalg.norm(G, axis=1)
     Phi = ref.potential / brute_pairs(ref.potential)[0].max()
-    P = grouped(Phi, n, 4)
+    return G, n, Phi, grouped(Phi, n, 4), ref
+
+
+def test_placement_gains_most_of_what_grouping_lost():
+    """From the reference optimum with its small rows on 4 shared points: placement
+    keeps the potential feasible (brute force), never lowers its value, does not pass
+    the reference's upper bound, and wins back at least half of what grouping lost."""
+    G, n, Phi, P, ref = grouped_case()
     v0, vstar = float(np.sum(G * P)), float(np.sum(G * Phi))
     assert vstar - v0 > 1e-6 * vstar  # not a tolerance: the grouping must lose something to win back
     tail = np.flatnonzero(n < np.median(n))
@@ -217,12 +223,7 @@ def test_blocked_screening_is_the_explicit_placement(monkeypatch, block):
     same moves as the placement that forms every row's differences, with blocks of 1,
     several blocks, and one block.  The large trust radius makes moves cross the
     screening threshold inside a block."""
-    G = head(90, 4, 8)
-    G = G - G.mean(axis=0)
-    ref = hg.min_tension(G, method="cvxpy-flow")
-    n = np.linalg.norm(G, axis=1)
-    Phi = ref.potential / brute_pairs(ref.potential)[0].max()
-    P = grouped(Phi, n, 4)
+    G, n, _, P, _ = grouped_case()
     rows = np.argsort(-n)[10:]
     monkeypatch.setattr(pl, "_BLOCK", block)
     want = explicit_placement(G, P, rows, 0.3)

@@ -149,7 +149,7 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
             if not g >= -_GIVE * n[i] or not np.any(step):
                 continue
             Q -= step  # the screened rows' differences from the new point (and the step, last)
-            if float(np.einsum("ij,ij->i", Q[:-1], Q[:-1]).max(initial=0.0)) > 1.0 or not np.all(np.isfinite(step)):
+            if float(np.einsum("ij,ij->i", Q[:-1], Q[:-1]).max(initial=0.0)) > 1.0:
                 continue
             Phi[i] += step
             nn[i] = float(Phi[i] @ Phi[i])
