@@ -47,6 +47,42 @@ def test_one_rows_best_point_agrees_with_cvxpy():
         assert np.all(np.linalg.norm(step - Qb, axis=1) <= np.sqrt(r2) * (1 + kernel_rtol(5)))
 
 
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_dual_newton_alone_reaches_the_cvxpy_optimum(warm):
+    """Projected Newton on the row's dual, without the L-BFGS-B fallback: it finishes,
+    and its point ``(x + Q^T mu) / M`` is in every ball and has the value of the
+    interior-point optimum of the same program, on the shape of a MiniLM tail row
+    (many balls about a point far from most of them, fewer than ``d``; with more
+    binding balls than ``d`` Newton stops unfinished and L-BFGS-B finishes, the case
+    of :func:`test_one_rows_best_point_agrees_with_cvxpy`).  ``warm``: from
+    multipliers at the bound but a few, as a previous row's warm start leaves them."""
+    import cvxpy as cp
+
+    rng = np.random.default_rng(11)
+    d, nb = 120, 60  # fewer balls than d, as on the MiniLM tail (165 balls at d = 384)
+    for _ in range(3):
+        pts = rng.standard_normal((nb, d))
+        pts /= np.linalg.norm(pts, axis=1)[:, None]
+        Q = np.vstack([0.97 * pts, np.zeros((1, d))])  # rows at 0.97 and the trust ball
+        r2 = np.append(np.ones(nb), 0.2**2)
+        x = rng.standard_normal(d)
+        x /= np.linalg.norm(x)
+        mu0 = np.ones(nb + 1)
+        if warm:
+            mu0[:] = pl._MU_MIN
+            mu0[rng.choice(nb, 5, replace=False)] = 1.0
+            mu0[-1] = 1.0
+        mu, finished = pl._dual_newton(x, Q, r2, mu0)
+        assert finished
+        phi = (x + Q.T @ mu) / float(mu.sum())
+        v = cp.Variable(d)
+        prob = cp.Problem(cp.Maximize(x @ v), [cp.norm(v - Q[b]) <= np.sqrt(r2[b]) for b in range(nb + 1)])
+        prob.solve(solver=cp.CLARABEL)
+        assert prob.status == "optimal"
+        assert SOLVER.close(float(x @ phi), prob.value, scale=1.0)
+        assert np.all(np.linalg.norm(phi - Q, axis=1) <= np.sqrt(r2) + SOLVER.bound(1.0))  # in every ball
+
 def grouped(Phi, n, groups):
     """``Phi`` with the rows below the median norm put on ``groups`` of their points
     (a subset of feasible points: feasible), as the refinement's groups put the tail."""

@@ -70,7 +70,8 @@ _PRODUCT_FANOUT = 64
 _POLISH_ROWS = 1024
 #: a round's rows are placed one by one (tension/place.py) only once rounds stop halving the gap
 #: (or at the last round, or when another round would not fit before the deadline): the placement
-#: costs about 15 ms a tail row, 60 s on the MiniLM top 4096, where a round at d = 32 takes 20-40 s
+#: cost about 15 ms a tail row with L-BFGS-B row duals, 60 s on the MiniLM top 4096, where a round
+#: at d = 32 takes 20-40 s
 _PLACE_WHEN = 0.5
 
 
