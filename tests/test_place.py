@@ -73,7 +73,7 @@ def test_dual_newton_alone_reaches_the_cvxpy_optimum(warm):
             mu0[:] = pl._MU_MIN
             mu0[rng.choice(nb, 5, replace=False)] = 1.0
             mu0[-1] = 1.0
-        mu, finished = pl._dual_newton(x, Q, r2, mu0)
+        mu, finished = pl._dual_newton(x, Q, r2, np.einsum("ij,ij->i", Q, Q), mu0)
         assert finished
         phi = (x + Q.T @ mu) / float(mu.sum())
         v = cp.Variable(d)

@@ -81,13 +81,21 @@ _GIVE = 1e-7
 _BLOCK = 128
 
 
-def _dual_newton(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, mu0: np.ndarray) -> tuple[np.ndarray, bool]:
+def _into_balls(qd: np.ndarray, dd: float, c0: np.ndarray) -> float:
+    """The largest ``t`` with ``||t d - q_b||^2 <= r2_b`` for every ball, from ``Q d``,
+    ``||d||^2 > 0`` and ``c0 = ||q_b||^2 - r2_b`` (``t = 0`` is inside all), at most 1."""
+    b = -2.0 * qd
+    disc = b * b - 4.0 * dd * c0
+    return min(1.0, float(((-b + np.sqrt(np.maximum(disc, 0.0))) / (2.0 * dd)).min()))
+
+
+def _dual_newton(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, qq: np.ndarray,
+                 mu0: np.ndarray) -> tuple[np.ndarray, bool]:
     """Projected Newton on the dual ``g`` from ``mu0``, in the Gram form: the
     multipliers, and whether it finished: the projected gradient within ``_GTOL``,
     or the dual value within ``_GAP`` of the value of the point it gives.  It
     stops unfinished at the step limit, on a singular system, or where no point
-    of the projected path lowers ``g``."""
-    qq = np.einsum("ij,ij->i", Q, Q)
+    of the projected path lowers ``g``.  ``qq``: the squared norms of the rows of ``Q``."""
     c0 = qq - r2
     K = Q @ Q.T
     qx = Q @ x
@@ -103,12 +111,9 @@ def _dual_newton(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, mu0: np.ndarray) 
 
     def primal(mu, M, qphi, pp):
         """``<x, t phi>`` for the largest ``t <= 1`` keeping every ball: a feasible point's value."""
-        b = -2.0 * qphi
-        disc = b * b - 4.0 * pp * c0
         if not pp > 0:
             return 0.0
-        t = min(1.0, float(((-b + np.sqrt(np.maximum(disc, 0.0))) / (2.0 * pp)).min()))
-        return max(t, 0.0) * (xx + float(mu @ qx)) / M
+        return max(_into_balls(qphi, pp, c0), 0.0) * (xx + float(mu @ qx)) / M
 
     mu = np.maximum(np.asarray(mu0, float), _MU_MIN)
     f, g, M, qphi, pp = state(mu)
@@ -150,7 +155,7 @@ def _best_point(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, mu0: np.ndarray) -
 
     qq = np.einsum("ij,ij->i", Q, Q)
     c0 = qq - r2
-    mu, solved = _dual_newton(x, Q, r2, mu0)
+    mu, solved = _dual_newton(x, Q, r2, qq, mu0)
     if not solved:
 
         def fg(mu):
@@ -164,14 +169,10 @@ def _best_point(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, mu0: np.ndarray) -
                      options={"maxiter": _ITERS, "ftol": 1e-15, "gtol": _GTOL})
         mu = r.x
     d = (x + Q.T @ mu) / float(mu.sum())
-    # the largest t in [0, 1] with ||t d - q_b||^2 <= r2_b for every ball (t = 0 is inside all)
     a = float(d @ d)
     if not a > 0 or not np.isfinite(a):
         return np.zeros_like(x), mu
-    b = -2.0 * (Q @ d)
-    disc = b * b - 4.0 * a * c0
-    roots = (-b + np.sqrt(np.maximum(disc, 0.0))) / (2.0 * a)
-    t = min(1.0, float(roots.min())) * (1.0 - 1e-12)  # not a tolerance: just inside the nearest sphere
+    t = _into_balls(Q @ d, a, c0) * (1.0 - 1e-12)  # not a tolerance: just inside the nearest sphere
     return (t * d if t > 0 else np.zeros_like(d)), mu
 
 
