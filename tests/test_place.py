@@ -219,6 +219,35 @@ def test_place_tail_passes(monkeypatch, shrink, until_deadline, passes):
     assert v <= goal
 
 
+def test_without_a_deadline_the_last_placement_stops_where_passes_stop_paying(monkeypatch):
+    """Where splitting stalls and no time limit is set, the last placement follows the
+    rule of the rounds (each pass must close a fifth of what is left to the goal), not
+    "while it gains at all": on this rank-6 head the passes plateau far below the goal
+    and 41 more passes gained 6e-5 of the 0.31 left.  The passes are read off the
+    progress lines, "lower bound a -> b (goal g)"."""
+    from hilbertgeom.exceptions import SolverError
+
+    monkeypatch.setattr(rf, "_split", lambda X, n, labels, *a: (labels, 0))
+    monkeypatch.setattr(rf, "_INIT_GROUPS", 4)
+    monkeypatch.setattr(rf, "_POLISH_ROWS", 0)  # the stall is reported, not polished
+    lines = []
+
+    def progress(msg):
+        if "rows placed" in msg:
+            before, after = msg.split("lower bound ")[1].split(" (goal")[0].split(" -> ")
+            goal = msg.split("(goal ")[1].split(")")[0]
+            lines.append((float(before), float(after), float(goal)))
+
+    monkeypatch.setattr(rf, "_progress", progress)
+    with pytest.raises(SolverError, match="iteration_limit"):
+        hg.min_tension(head(120, 6, 16), method="refine", tol=1e-6, verbose=True)
+    assert len(lines) >= 2  # not a tolerance: the rule let at least one pass follow the first
+    for a, b, g in lines[:-1]:
+        assert b - a >= 0.2 * (g - b)  # not a tolerance: each pass that was followed closed a fifth
+    a, b, g = lines[-1]
+    assert b - a < 0.2 * (g - b) or b >= g  # not a tolerance: the last one did not (or reached the goal)
+
+
 def explicit_placement(X, Phi, rows, radius):
     """The placement with every row's differences formed explicitly (no GEMM
     screening): the rows farther than ``1 - radius`` by their exact differences,
