@@ -297,9 +297,12 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
     seen = []
     solve = rf.weight_dual  # the groups' solve at high rank
 
+    starts = []
+
     def spy(S, *, tol, **kw):
-        if kw.get("lam0") is None:  # a groups' solve (the stall's polish starts from the rows' flow)
+        if S.shape[0] < G.shape[0]:  # a groups' solve (the stall's polish is over the rows)
             seen.append(tol)
+            starts.append(kw.get("lam0"))
         return solve(S, tol=tol, **kw)
 
     monkeypatch.setattr(rf, "weight_dual", spy)
@@ -312,10 +315,53 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
             if "refine round" in line and "rel gap " in line]
     assert len(seen) >= 2
     check_certificate(r, G)
+    assert starts[0] is None  # the first groups from equal weights, the later ones from the last round's
+    assert all(lam is not None and np.count_nonzero(lam) > 0 for lam in starts[1:])
     assert seen[0] == 1e-8  # not a tolerance: min(tol / 10, 1e-8)
     for k in range(1, len(seen)):  # the progress lines print the gaps to 3 digits: compare so
         g = min(gaps[:k])
         assert f"{100 * seen[k]:.2e}" == f"{g:.2e}" if 0.01 * g > 1e-8 else seen[k] == 1e-8
+
+
+def test_the_next_groups_dual_starts_from_the_last_rounds_weights_shared_by_size():
+    """``_warm_weights``: the last round's weights ``lam_pq = ||y_pq|| / ||p_p - p_q||``
+    (made here from the flow's vectors) shared among the new groups' pairs.  Each new
+    group's parent is the old point with the largest ``<s_a, p>`` (computed here
+    directly); over the children of two parents the start sums to ``lam_pq``, the
+    children's own weights are in proportion to the product of their sizes, and
+    siblings start at 0."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((48, 5))
+    X -= X.mean(axis=0)
+    old = np.arange(48) % 6  # six old groups, each later cut in two
+    S_old = np.array([X[old == c].sum(axis=0) for c in range(6)])
+    S_old -= S_old.mean(axis=0)
+    res = rf.weight_dual(S_old, tol=1e-8)
+    new = 2 * old + (np.arange(48) // 6) % 2
+    S = np.array([X[new == c].sum(axis=0) for c in range(12)])
+    S -= S.mean(axis=0)
+    lam0 = rf._warm_weights(S, res)
+    P, pairs, Y = res.potential, res.flow.pairs, res.flow.vectors
+    lam = np.zeros((6, 6))
+    for (p, q), y in zip(pairs, Y, strict=True):
+        lam[p, q] = lam[q, p] = np.linalg.norm(y) / np.linalg.norm(P[p] - P[q])
+    parent = np.argmax(S @ P.T, axis=1)
+    size = np.linalg.norm(S, axis=1)
+    assert np.array_equal(lam0, lam0.T) and np.all(lam0 >= 0)
+    rtol = kernel_rtol(S.size)
+    for p in range(6):
+        for q in range(6):
+            a, b = np.flatnonzero(parent == p), np.flatnonzero(parent == q)
+            if a.size == 0 or b.size == 0:
+                continue
+            block = lam0[np.ix_(a, b)]
+            if p == q:
+                assert np.all(block[~np.eye(a.size, dtype=bool)] == 0.0)  # not a tolerance: siblings at 0
+                continue
+            assert abs(block.sum() - lam[p, q]) <= rtol * lam[p, q]
+            want = lam[p, q] * np.outer(size[a], size[b]) / (size[a].sum() * size[b].sum())
+            assert np.abs(block - want).max() <= rtol * max(lam[p, q], 1e-300)
+    assert np.count_nonzero(lam0) > 0
 
 
 def test_a_stalled_refinement_on_few_rows_is_finished_by_the_dual_over_every_pair(monkeypatch, capsys):
