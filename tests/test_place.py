@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import U64, brute_pairs, kernel_rtol
-from test_refine import head
+from test_refine import head, stalled_head
 
 import hilbertgeom as hg
 from hilbertgeom.tension import place as pl
@@ -227,8 +227,7 @@ def test_without_a_deadline_the_last_placement_stops_where_passes_stop_paying(mo
     progress lines, "lower bound a -> b (goal g)"."""
     from hilbertgeom.exceptions import SolverError
 
-    monkeypatch.setattr(rf, "_split", lambda X, n, labels, *a: (labels, 0))
-    monkeypatch.setattr(rf, "_INIT_GROUPS", 4)
+    G = stalled_head(monkeypatch)
     monkeypatch.setattr(rf, "_POLISH_ROWS", 0)  # the stall is reported, not polished
     lines = []
 
@@ -240,7 +239,7 @@ def test_without_a_deadline_the_last_placement_stops_where_passes_stop_paying(mo
 
     monkeypatch.setattr(rf, "_progress", progress)
     with pytest.raises(SolverError, match="iteration_limit"):
-        hg.min_tension(head(120, 6, 16), method="refine", tol=1e-6, verbose=True)
+        hg.min_tension(G, method="refine", tol=1e-6, verbose=True)
     assert len(lines) >= 2  # not a tolerance: the rule let at least one pass follow the first
     for a, b, g in lines[:-1]:
         assert b - a >= 0.2 * (g - b)  # not a tolerance: each pass that was followed closed a fifth

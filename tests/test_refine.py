@@ -364,14 +364,20 @@ def test_the_next_groups_dual_starts_from_the_last_rounds_weights_shared_by_size
     assert np.count_nonzero(lam0) > 0
 
 
+def stalled_head(monkeypatch):
+    """A rank-6 head of 120 rows whose refinement stalls after one round: four first
+    groups, and nothing is ever split."""
+    monkeypatch.setattr(rf, "_split", lambda X, n, labels, *a: (labels, 0))
+    monkeypatch.setattr(rf, "_INIT_GROUPS", 4)
+    return head(120, 6, 16)
+
+
 def test_a_stalled_refinement_on_few_rows_is_finished_by_the_dual_over_every_pair(monkeypatch, capsys):
     """Where splitting stops narrowing the gap (forced here: nothing is ever split) on at
     most ``_POLISH_ROWS`` rows, the dual over every pair goes on from the refinement's
     flow weights and certifies ``tol`` (brute-force check); above that size, or with the
     polish removed, the stall is reported as ``SolverError``."""
-    monkeypatch.setattr(rf, "_split", lambda X, n, labels, *a: (labels, 0))
-    monkeypatch.setattr(rf, "_INIT_GROUPS", 4)
-    G = head(120, 6, 16)
+    G = stalled_head(monkeypatch)
     starts = []
     solve = rf.weight_dual
 

@@ -575,7 +575,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             if not placed and tail.size and gap > tol:
                 # the last placement: until the deadline where there is one; without one, by the
                 # rule of the rounds (passes that gain less than a fifth of what is left end it: on a
-                # rank-8 head of 120 rows, 41 more passes gained 6e-5 of the 0.31 left)
+                # rank-6 head of 120 rows, 41 more passes gained 6e-5 of the 0.31 left)
                 Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, math.isfinite(deadline), report)
                 if value > best_val:
                     best_val, best_P = value, Pn
