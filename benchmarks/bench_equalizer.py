@@ -12,6 +12,14 @@ against the previous approach (the same SDP, then SLSQP from the relaxation,
 RowNorm and four random starts) and against the cvxpy SDP alone, in the same
 run: time, ratio and certified relative gap.
 
+`--real`: `equalize_rows` on real head gradients (the tied head of
+all-MiniLM-L6-v2, `hilbertgeom.gradients.real_head_gradient`, as shipped and
+after 20 head-only training steps; `--rows` largest rows, default the full
+vocabulary, at the model's d = 384), against projected RowNorm as above.
+There RowNorm maps tens of thousands of tiny, nearly parallel tail rows to
+nearly one point, the hardest start for the equalizer and its
+nearest-neighbour search.
+
 `--memory`: the size guard's estimate of the SDP's memory need against the
 peak resident memory measured in a fresh process per size.
 
@@ -19,6 +27,7 @@ peak resident memory measured in a fresh process per size.
     python benchmarks/bench_equalizer.py --quick    # V = 512, d = 16
     python benchmarks/bench_equalizer.py --exact    # V = 10, 20 (~3 minutes)
     python benchmarks/bench_equalizer.py --memory   # V = 10..80 (~2 minutes)
+    python benchmarks/bench_equalizer.py --real --iters 10   # V = 30522, d = 384
 """
 
 from __future__ import annotations
@@ -50,16 +59,37 @@ def bench_rows(quick: bool) -> None:
             # rank one: RowNorm rows sit on two points (equal up to rounding), so every
             # pair is a near-tie for the exact kernels (slow) and equalizing costs decrease
             continue
-        t0 = time.perf_counter()
-        S = hg.projected_rownorm(G)
-        rn_ratio = hg.closest_pair(S).distance / hg.row_diameter(S)
-        t_rn = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        r = hg.equalize_rows(G, iters=40, keep=0.99)
-        t_eq = time.perf_counter() - t0
-        print(f"{name:<22} separation ratio {rn_ratio:.4f} -> {r.separation_ratio:.4f}   "
-              f"efficiency {r.relative_efficiency:.4f}   time {t_eq:6.1f} s vs RowNorm {t_rn:5.2f} s "
-              f"(ratio {t_eq / t_rn:.0f}x)   iterations {r.iterations}   stop {r.stop}")
+        report(name, G, 40)
+
+
+def bench_real(rows: int | None, iters: int) -> None:
+    from hilbertgeom import gradients as gr
+
+    ok, why = gr.minilm_available()
+    if not ok:
+        raise SystemExit(f"--real needs the MiniLM wheel: {why}")
+    for steps in (0, 20):
+        G = gr.real_head_gradient(batch=512, seed=0, train_steps=steps, verbose=False).G
+        if rows is not None:
+            G = gr.top_rows(G, rows)
+        name = "shipped" if steps == 0 else f"trained ({steps} steps)"
+        print(f"{machine()}; MiniLM head gradient, {name}, V = {G.shape[0]}, d = {G.shape[1]}", flush=True)
+        report(name, G, iters)
+
+
+def report(name: str, G, iters: int) -> None:
+    """Projected RowNorm (the peer: one evaluation and the two exact kernels that measure
+    it) against equalize_rows from it, in the same run."""
+    t0 = time.perf_counter()
+    S = hg.projected_rownorm(G)
+    rn_ratio = hg.closest_pair(S).distance / hg.row_diameter(S)
+    t_rn = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r = hg.equalize_rows(G, iters=iters, keep=0.99)
+    t_eq = time.perf_counter() - t0
+    print(f"{name:<22} separation ratio {rn_ratio:.4g} -> {r.separation_ratio:.4g}   "
+          f"efficiency {r.relative_efficiency:.4f}   time {t_eq:6.1f} s vs RowNorm {t_rn:5.2f} s "
+          f"(ratio {t_eq / t_rn:.0f}x)   iterations {r.iterations}   stop {r.stop}", flush=True)
 
 
 def _slsqp_repair(G, S0, delta):
@@ -149,8 +179,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="V = 512, d = 16 for the scalable equalizer")
     ap.add_argument("--exact", action="store_true", help="equalized_descent vs the previous local search")
     ap.add_argument("--memory", action="store_true", help="size-guard estimate vs measured peak memory")
+    ap.add_argument("--real", action="store_true", help="equalize_rows on the MiniLM head gradients")
+    ap.add_argument("--rows", type=int, default=None, help="with --real: the largest rows only")
+    ap.add_argument("--iters", type=int, default=40, help="with --real: equalize_rows' iteration budget")
     args = ap.parse_args()
-    if args.exact:
+    if args.real:
+        bench_real(args.rows, args.iters)
+    elif args.exact:
         bench_exact()
     elif args.memory:
         bench_memory()
