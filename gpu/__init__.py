@@ -603,7 +603,8 @@ def evaluate_update(G: Any, S: Any, /, *, tension: TensionResult | None = None,
 # --------------------------------------------------------------------------- equalizer
 @_scoped
 def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int = 200, step: float = 0.5,
-                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizationRun:
+                  tile: int = 2048, xp: Any = None, patience: int = 20,
+                  verbose: bool | None = None) -> EqualizationRun:
     r"""The scalable equalizer of :func:`hilbertgeom.equalize_rows`, on the device.
 
     ``G`` is validated and projected on the device; the iterations run in its
@@ -614,7 +615,7 @@ def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int
     ----------
     G : (V, d) device array
         The gradient, zero column sums (float32 or float64).
-    eta, keep, iters, step, tile, patience
+    eta, keep, iters, step, tile, patience, verbose
         As in :func:`hilbertgeom.equalize_rows`.
     xp : array namespace, optional
         ``None`` or the namespace of ``G``.
@@ -638,6 +639,6 @@ def equalize_rows(G: Any, /, *, eta: float = 1.0, keep: float = 0.95, iters: int
     if xp is not None and xp is not ns:
         raise ValueError(f"xp must be the namespace of G ({ns.__name__}) or None")
     # the update is scale-free in G: run at unit size (X = P G 2^k), the decreases scaled back
-    run = core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns, patience=patience)
+    run = core(X, eta=eta, keep=keep, iters=iters, step=step, tile=tile, xp=ns, patience=patience, verbose=verbose)
     return run if k == 0 else replace(run, decrease=_fp.ldexp_inf(run.decrease, -k),
                                       rownorm_decrease=_fp.ldexp_inf(run.rownorm_decrease, -k))

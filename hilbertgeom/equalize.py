@@ -1072,7 +1072,8 @@ def _scale2(A, e: int):
 
 
 def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iters: int = 200, step: float = 0.5,
-                  tile: int = 2048, xp: Any = None, patience: int = 20) -> EqualizationRun:
+                  tile: int = 2048, xp: Any = None, patience: int = 20,
+                  verbose: bool | None = None) -> EqualizationRun:
     r"""Scalable equalizer: raise the smallest row separation of projected
     RowNorm while keeping ``D(S) <= eta`` and at least ``keep`` of its decrease.
 
@@ -1111,6 +1112,11 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
     patience : int
         Iterations without a better separation ratio (by ``1e-9``,
         relative) before stopping.
+    verbose : bool, optional
+        One line per iteration on stderr (its separation ratio, the best so
+        far, the decrease per unit diameter relative to RowNorm's, the
+        time).  Default: on above 2048 rows (at the full MiniLM vocabulary,
+        30522 rows of length 384, an iteration takes about 30 s on 2 cores).
 
     Returns
     -------
@@ -1147,6 +1153,7 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
     iters = _v.integer(iters, "iters", minimum=0)
     tile = _v.integer(tile, "tile", minimum=1)
     patience = _v.integer(patience, "patience", minimum=1)
+    log = _progress(X.shape[0] > 2048 if verbose is None else bool(verbose), "equalize_rows")
     em, ek = math.frexp(eta)  # run at diameter em in [0.5, 1), scale by 2^ek at the end
     S = _projected_rownorm(X, xp, False, em, 0.0, False)  # projected_rownorm's kernel, in any namespace
     dec0 = -float(xp.sum(X * S))
@@ -1158,6 +1165,7 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
 
     r0, D0 = ratio(S)
     eff0 = dec0 / D0 if D0 > 0 else 0.0
+    log(f"{X.shape[0]} rows: projected RowNorm's separation ratio {r0:.6g}")
     jitter = None
     best, best_r, best_D, it = S, r0, D0, 0
     stop, since, anchor = "iterations", 0, r0
@@ -1186,18 +1194,23 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
         if Dt == 0:
             stop = "degenerate"
             break
-        if -float(xp.sum(X * T)) / Dt < keep * eff0:
+        eff_t = -float(xp.sum(X * T)) / Dt
+        rel = eff_t / eff0 if eff0 > 0 else 1.0  # as relative_efficiency in the result
+        if eff_t < keep * eff0:
             stop = "keep"
+            log(f"iteration {it}: efficiency {rel:.6f} would fall below keep = {keep:g}; stop")
             break
         S = T
         if rt > best_r:
             best, best_r, best_D = T, rt, Dt
+        log(f"iteration {it}/{iters}: separation ratio {rt:.6g} (best {best_r:.6g}), efficiency {rel:.6f}")
         if rt > anchor * (1.0 + 1e-9):  # a real improvement on the ratio `patience` steps ago
             anchor, since = rt, 0
         else:
             since += 1
             if since >= patience:
                 stop = "stagnation"
+                log(f"no gain in the separation ratio for {patience} iterations; stop")
                 break
     dec = -float(xp.sum(X * best))
     eff = (dec / best_D) / eff0 if best_D > 0 and eff0 > 0 else 1.0

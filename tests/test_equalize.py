@@ -372,6 +372,24 @@ def test_equalize_rows_in_a_strict_array_namespace():
     assert b.decrease == pytest.approx(a.decrease, rel=rel, abs=0)
 
 
+def test_equalize_rows_reports_each_iteration_on_stderr(capsys):
+    """One line per iteration, its best ratio the result's; silent when asked, and by
+    default on a few hundred rows (the default turns on above 2048)."""
+    G = _grad(9, 200, 6)
+    r = hg.equalize_rows(G, iters=8, verbose=True)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("equalize_rows: 200 rows: projected RowNorm's separation ratio ")
+    assert float(err[0].split("ratio ")[1].split()[0]) == float(f"{r.start_separation_ratio:.6g}")
+    steps = [line for line in err if "equalize_rows: iteration " in line]
+    assert r.stop == "iterations" and len(steps) == r.iterations == 8
+    best = float(steps[-1].split("(best ")[1].split(")")[0])
+    assert best == float(f"{r.separation_ratio:.6g}")  # the printed digits of the returned ratio
+    assert all(line.endswith(" s]") for line in err)  # elapsed time on every line
+    for verbose in (False, None):
+        hg.equalize_rows(G, iters=3, verbose=verbose)
+        assert capsys.readouterr().err == ""
+
+
 def test_equalize_rows_bad_input():
     with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
         hg.equalize_rows(_grad(1, 5, 2), keep=1.5)
