@@ -1169,7 +1169,7 @@ def equalize_rows(G: ArrayLike, /, *, eta: float = 1.0, keep: float = 0.95, iter
     jitter = None
     best, best_r, best_D, it = S, r0, D0, 0
     stop, since, anchor = "iterations", 0, r0
-    for it in range(1, iters + 1):  # noqa: B007 (the count is reported)
+    for it in range(1, iters + 1):
         dist, idx = _nearest(S, xp, tile)
         med = float(xp.sort(dist)[dist.shape[0] // 2])
         deficit = xp.where(dist < med, med - dist, xp.zeros_like(dist))
