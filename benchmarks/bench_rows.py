@@ -36,7 +36,7 @@ head-only training steps), float64 and float32.  A few hundred large rows and
 tens of thousands of tiny, nearly equal ones: the closest pair lies among
 near-ties, where screening has the least room.  Each answer is checked against
 the brute force ``pdist`` (in float64, once per gradient and dtype: 3.5 GiB of output)
-and each kernel is timed against one GEMM ``S @ S.T`` of the same dtype.
+and each kernel is timed against the blocked half of ``S @ S.T`` (above) in the same dtype.
 
 Usage::
 
