@@ -243,6 +243,13 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
     Xc, k1 = scale_to_unit(Xc, cmax)  # centred rows times 2^k1, largest entry in [0.5, 1)
     n = xp.sum(Xc * Xc, axis=1)
     N = float(xp.max(n))
+    # The rows are visited in order of their centred norm r_i, and whole tiles are skipped by
+    # the triangle inequality: | r_i - r_j | <= ||x_i - x_j|| <= r_i + r_j (see _NormBound).
+    order = xp.argsort(n, stable=True)
+    Xc = xp.take(Xc, order, axis=0)
+    n = xp.take(n, order)
+    rs = xp.sqrt(n)  # ascending: a tile's bounds are read off its first and last rows (scalars only)
+    nb = _NormBound(d)
     u, tiny = _finfo(xp, screen)
     m = d + 2
     if m * u >= 0.1 and screen != f64:  # the float32 bound would be vacuous
@@ -284,57 +291,136 @@ def extreme_pair_l2(S, *, mode: str, xp, tile: int = 2048, operand_u: float = 0.
     best_key: int | None = None
     chunk = max(1, (1 << 22) // max(d, 1))
 
-    for bi in range(0, V, B):
+    def scaled_best() -> float | None:
+        return None if best_d2 is None else math.ldexp(best_d2, k1)
+
+    for bi, bj, j1 in _tile_pairs(V, B, is_max, lambda k: float(rs[k]), nb, scaled_best):
         Li = L[bi : min(bi + B, V), :]
-        for bj in range(bi, V, B):
-            Rj = xp.matrix_transpose(R[bj : min(bj + B, V), :])
-            T = Li @ Rj if _matmul is None else _matmul(Li, Rj)
-            if bi == bj:
-                h = T.shape[0]
-                if h == 1:
-                    continue  # a 1 x 1 diagonal tile holds no pair
-                T = xp.where(lower[:h, :h], fill, T)
-            if is_max:
-                tm = float(xp.max(T))
-                best_scr = max(best_scr, tm)
-                thr = best_scr - 2.0 * eps - eps64
-                if best_d2 is not None:
-                    thr = max(thr, math.ldexp(best_d2, k1) ** 2 - eps - eps64)
-                if tm < thr:
-                    continue
-                ii, jj = xp.nonzero(T >= thr)
-            else:  # every T_ij is at most pair (i, j)'s re-checked squared distance (see above)
-                tm = float(xp.min(T))
-                if best_d2 is not None and tm > _above(math.ldexp(best_d2, k1) ** 2, u, tiny):
-                    continue
-                w = T.shape[1]
-                a = int(xp.argmin(xp.reshape(T, (-1,))))  # the tile's most promising pair first
-                ai = xp.asarray([bi + a // w])
-                aj = xp.asarray([bj + a % w])
-                v = float(pair_distance(xp.take(X0, ai, axis=0) - xp.take(X0, aj, axis=0), xp)[0])
-                key = (bi + a // w) * V + bj + a % w
-                if best_d2 is None or best_key is None or v < best_d2 or (v == best_d2 and key < best_key):
-                    best_d2, best_key = v, key
-                ii, jj = xp.nonzero(T <= _above(math.ldexp(best_d2, k1) ** 2, u, tiny))
-            gi = ii + bi
-            gj = jj + bj
-            nc = gi.shape[0]
-            for c0 in range(0, nc, chunk):
-                ci, cj = gi[c0 : min(c0 + chunk, nc)], gj[c0 : min(c0 + chunk, nc)]
-                d2 = pair_distance(xp.take(X0, ci, axis=0) - xp.take(X0, cj, axis=0), xp)
-                v = float(xp.max(d2)) if is_max else float(xp.min(d2))
-                if best_d2 is not None and (v < best_d2 if is_max else v > best_d2):
-                    continue
-                keys = xp.astype(ci, xp.int64) * V + xp.astype(cj, xp.int64)
-                big = xp.asarray(V * V, dtype=xp.int64)
-                key = int(xp.min(xp.where(d2 == v, keys, big)))
-                # best_d2 and best_key are set together: None for one is None for both
-                if best_d2 is None or best_key is None or v != best_d2 or key < best_key:
-                    best_d2, best_key = v, key
+        Rj = xp.matrix_transpose(R[bj:j1, :])
+        T = Li @ Rj if _matmul is None else _matmul(Li, Rj)
+        if bi == bj:
+            h = T.shape[0]
+            if h == 1:
+                continue  # a 1 x 1 diagonal tile holds no pair
+            T = xp.where(lower[:h, :h], fill, T)
+        if is_max:
+            tm = float(xp.max(T))
+            best_scr = max(best_scr, tm)
+            thr = best_scr - 2.0 * eps - eps64
+            if best_d2 is not None:
+                thr = max(thr, math.ldexp(best_d2, k1) ** 2 - eps - eps64)
+            if tm < thr:
+                continue
+            ii, jj = xp.nonzero(T >= thr)
+        else:  # every T_ij is at most pair (i, j)'s re-checked squared distance (see above)
+            tm = float(xp.min(T))
+            if best_d2 is not None and tm > _above(math.ldexp(best_d2, k1) ** 2, u, tiny):
+                continue
+            w = T.shape[1]
+            a = int(xp.argmin(xp.reshape(T, (-1,))))  # the tile's most promising pair first
+            oi, oj = int(order[bi + a // w]), int(order[bj + a % w])
+            ai = xp.asarray([oi])
+            aj = xp.asarray([oj])
+            v = float(pair_distance(xp.take(X0, ai, axis=0) - xp.take(X0, aj, axis=0), xp)[0])
+            key = min(oi, oj) * V + max(oi, oj)
+            if best_d2 is None or best_key is None or v < best_d2 or (v == best_d2 and key < best_key):
+                best_d2, best_key = v, key
+            ii, jj = xp.nonzero(T <= _above(math.ldexp(best_d2, k1) ** 2, u, tiny))
+        gi = xp.take(order, ii + bi)  # back to the rows of S
+        gj = xp.take(order, jj + bj)
+        nc = gi.shape[0]
+        for c0 in range(0, nc, chunk):
+            ci, cj = gi[c0 : min(c0 + chunk, nc)], gj[c0 : min(c0 + chunk, nc)]
+            d2 = pair_distance(xp.take(X0, ci, axis=0) - xp.take(X0, cj, axis=0), xp)
+            v = float(xp.max(d2)) if is_max else float(xp.min(d2))
+            if best_d2 is not None and (v < best_d2 if is_max else v > best_d2):
+                continue
+            ci, cj = xp.astype(ci, xp.int64), xp.astype(cj, xp.int64)
+            keys = xp.minimum(ci, cj) * V + xp.maximum(ci, cj)
+            big = xp.asarray(V * V, dtype=xp.int64)
+            key = int(xp.min(xp.where(d2 == v, keys, big)))
+            # best_d2 and best_key are set together: None for one is None for both
+            if best_d2 is None or best_key is None or v != best_d2 or key < best_key:
+                best_d2, best_key = v, key
     if best_d2 is None or best_key is None:  # no candidate pair: the preconditions were broken
         raise ValueError(f"extreme_pair_l2 needs a finite (V, d) array with V >= 2 rows; got shape {(V, d)}")
     i, j = divmod(best_key, V)
     return Pair(best_d2 / f0, int(i), int(j))
+
+
+class _NormBound:
+    """Rigorous tile bounds from the centred norms (all in the scaled units of the screening).
+
+    With ``x_i`` the scaled centred rows in exact arithmetic and ``r_i`` the float64
+    ``sqrt(fl(sum fl(x^_i^2)))`` of their rounded copies, ``|r_i - ||x_i||| <= a(r_i)`` where
+    ``a(r) = (d + 6) u64 r + 2 sqrt(d tiny64)``: the centring and scaling round each entry by
+    at most ``u64 |x| + 2^-1074``, the sum of squares by ``gamma_d`` plus ``d 2^-1074`` of
+    underflow, and ``|sqrt(a) - sqrt(b)| <= sqrt(|a - b|)``.  A pair's real distance
+    ``delta`` obeys ``|r_i - r_j| - a_i - a_j <= delta <= r_i + r_j + a_i + a_j``, and its
+    float64 re-check lies within a factor ``1 +- eta``, ``eta = 2 (d + 8) u64``, of ``delta``
+    (the differences, squares, sum and root of :func:`pair_distance`, with room for the
+    rounding of the bound itself).  ``a`` grows with ``r``, so over a tile it is largest at
+    the tile's largest row."""
+
+    def __init__(self, d: int):
+        fi = np.finfo(np.float64)
+        u64, tiny = float(fi.eps) / 2.0, float(fi.smallest_normal)
+        self.rel = (d + 6) * u64
+        self.abs = 2.0 * math.sqrt(d * tiny)
+        self.eta = 2.0 * (d + 8) * u64
+
+    def a(self, r: float) -> float:
+        return self.rel * r + self.abs
+
+    def far_apart(self, r_i: float, r_j: float, r_top: float, best: float) -> bool:
+        """Every pair of a row of norm at most ``r_i`` and one of norm at least ``r_j``, both
+        at most ``r_top``, re-checks strictly above ``best``."""
+        return (r_j - r_i - 2.0 * self.a(r_top)) * (1.0 - self.eta) > best
+
+    def too_close(self, r_a: float, r_b: float, best: float) -> bool:
+        """Every pair with norms at most ``r_a`` and ``r_b`` re-checks strictly below ``best``."""
+        return (r_a + r_b + self.a(r_a) + self.a(r_b)) * (1.0 + self.eta) < best
+
+
+def _tile_pairs(V: int, B: int, is_max: bool, r, nb: _NormBound, best):
+    """The tile pairs ``(bi, bj, j1)`` (rows ``bi:bi+B`` against ``bj:j1``, ``bj >= bi``) of rows
+    sorted by norm (``r(k)``: the norm of sorted row ``k``) that can still hold the extreme pair,
+    ``best()`` being the best re-checked distance so far (scaled; ``None`` before the first).
+
+    Closest pair: each row tile from its own diagonal outwards, until the norm gap to the next
+    tile exceeds the best distance; the last tile is cut where that gap starts.  Diameter: from
+    the largest rows down, each row tile against the tiles above it, largest first, while the
+    norms can add up to the best distance; once a row tile cannot reach it with the largest
+    tile, no smaller row tile can.  On a head gradient (a few hundred large rows, a tail of
+    small ones) this skips most tiles; on clouds of similar norms (Gaussian rows) none."""
+    starts = list(range(0, V, B))
+    if not is_max:
+        for bi in starts:
+            top = r(min(bi + B, V) - 1)  # the largest norm of the row tile
+            for bj in range(bi, V, B):
+                j1 = min(bj + B, V)
+                b = best()
+                if b is not None and bj > bi:
+                    rtop = r(j1 - 1)
+                    if nb.far_apart(top, r(bj), rtop, b):
+                        break
+                    lo, hi = bj, j1  # the first row k of the tile with every pair far apart: cut there
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        lo, hi = (lo, mid) if nb.far_apart(top, r(mid), rtop, b) else (mid, hi)
+                    j1 = hi
+                yield bi, bj, j1
+        return
+    for bi in reversed(starts):
+        top = r(min(bi + B, V) - 1)
+        for bj in reversed(starts[starts.index(bi):]):
+            j1 = min(bj + B, V)
+            b = best()
+            if b is not None and nb.too_close(top, r(j1 - 1), b):
+                if bj == starts[-1]:
+                    return  # this row tile cannot reach the best with the largest rows: nor can any below
+                break
+            yield bi, bj, j1
 
 
 def _above(x: float, u: float, tiny: float) -> float:
