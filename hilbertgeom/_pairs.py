@@ -20,7 +20,13 @@ summation order, Higham, *Accuracy and Stability*, Thm 3.1 / Lemma 3.4);
 the screening dtype (``||x^ - x|| <= u ||x||``); ``8.2 u64 N`` the float64
 centring; the factor 2 is a safety margin.  A pair outside the window
 ``f >= f_best - 2 eps - eps64`` cannot be (or tie with) the extremal pair,
-where ``eps64`` covers the rounding of the float64 re-check itself.  The
+where ``eps64`` covers the rounding of the float64 re-check itself.
+
+Rows are visited in order of their centred norm ``r_i``, and a whole tile pair
+is skipped when ``|r_i - r_j| <= ||x_i - x_j|| <= r_i + r_j`` (with a rounding
+margin, :class:`_NormBound`) shows that none of its pairs can reach the best
+re-checked distance: on a head gradient, whose diameter joins a few large rows
+and whose closest pair joins tail rows of nearly equal norm, most tiles.  The
 kernels here take and return arrays of one namespace ``xp`` and never move
 them between devices; only scalars and indices leave.
 """

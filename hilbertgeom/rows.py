@@ -237,8 +237,10 @@ def row_diameter(S: ArrayLike, /, *, norm: NormLike = 2, return_pair: bool = Fal
     the distance scaled back; a distance beyond float64 raises ``ValueError``.
     The value is homogeneous, ``D(2^k S) = 2^k D(S)``, at every magnitude.
 
-    ``norm=2`` costs half of one ``V x V x (d+2)`` GEMM plus the re-check of
-    the candidate pairs (a handful unless many pairs tie to within the
+    ``norm=2`` costs at most half of one ``V x V x (d+2)`` GEMM (rows are
+    visited in order of their centred norm, and tiles whose norms cannot
+    reach the extreme are skipped: most of them on a head gradient) plus the
+    re-check of the candidate pairs (a handful unless many pairs tie to within the
     screening error, as in highly symmetric clouds); memory beyond a few
     copies of ``S`` is one tile.  ``norm=inf`` is ``O(V d)`` (largest column
     range); ``norm=1`` is an exact tiled ``O(V^2 d)`` search.
