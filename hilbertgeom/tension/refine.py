@@ -68,6 +68,12 @@ _PRODUCT_FANOUT = 64
 #: where splitting stalls short of ``tol`` on at most this many rows, the dual over every pair
 #: finishes from the refinement's flow (400 rows at rank 8: from 1.25e-6 to 3e-10 in 14 s)
 _POLISH_ROWS = 1024
+#: the weights of a placed round's flow are descended by L-BFGS-B (:func:`_descend_weights`)
+#: until ten evaluations lower the cost by less than this share of ``tol`` (relative), or after
+#: ``_DESCENT_EVALS`` evaluations (the trained MiniLM full vocabulary's round 2: the gap from
+#: 4.68e-6 to 3.09e-6 in 37 evaluations of 3.7 s, 5e-8 in the last ten; 3.06e-6 after 60)
+_DESCENT_STALL = 0.05
+_DESCENT_EVALS = 150
 #: a round's rows are placed one by one (tension/place.py) only once rounds stop halving the gap
 #: (or at the last round, or when another round would not fit before the deadline): the placement
 #: cost about 15 ms a tail row with L-BFGS-B row duals, 60 s on the MiniLM top 4096, where a round
@@ -375,6 +381,66 @@ def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None):
     return cost, rowex
 
 
+class _DescentStopError(Exception):
+    """Raised inside the objective to leave L-BFGS-B (stalled, out of evaluations or of time)."""
+
+
+def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: float,
+                     report: tuple[str, float] | None = None):
+    """The flow's scalar weights on its pairs, descended by L-BFGS-B on the dual over those
+    pairs, ``F(w) = 1/2 <X, L_w^+ X> + 1/2 sum w`` (convex; gradient ``(1 - ||phi_i -
+    phi_j||^2) / 2`` with ``Phi = L_w^+ X``; at its minimum each pair with weight is at
+    distance 1): the reweighting (``w_e <- ||y_e||``) lowers the cost by about 1% of the gap a
+    step, L-BFGS-B by a third of it in 40 evaluations (``docs/theory/tension.md``, *Weights
+    descended*).  Every weight stays above ``1e-12`` of the mean start weight, so the pairs
+    keep the start's connected components.  Stops when ten evaluations lower the cost by less
+    than ``_DESCENT_STALL * tol`` of itself (a gain that no longer counts against ``tol``), after
+    ``_DESCENT_EVALS`` evaluations, or at ``deadline``.  Returns ``(cost, w, Phi)`` of the
+    cheapest flow seen, its cost by :func:`_lean_flow` (residual included), or ``None``
+    where no evaluation was cheaper than the start."""
+    from scipy.optimize import Bounds, minimize
+
+    if I.size == 0 or not np.any(w > 0):
+        return None
+    d = X.shape[1]
+    floor = 1e-12 * float(w.mean())
+    start = float(_lean_flow(X, I, J, w, _laplacian_potential(X, I, J, w))[0])
+    best: list = [start, None]
+    costs: list[float] = []
+    t0 = time.perf_counter()
+
+    def fg(x):
+        Phi = _laplacian_potential(X, I, J, x)
+        sq = np.concatenate([np.einsum("ij,ij->i", D, D) for D in
+                             (Phi[I[sl]] - Phi[J[sl]] for sl in _chunk_slices(I.size, d))])
+        cost = float(np.sum(x * np.sqrt(sq)))
+        costs.append(cost)
+        if cost < best[0]:
+            best[0], best[1] = cost, x.copy()
+        k = len(costs)
+        stalled = k > 10 and costs[-11] - min(costs) < _DESCENT_STALL * tol * min(costs)
+        if stalled or k >= _DESCENT_EVALS or time.perf_counter() > deadline:
+            raise _DescentStopError
+        return 0.5 * float(np.sum(X * Phi)) + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
+
+    try:
+        minimize(fg, np.maximum(w, floor), jac=True, method="L-BFGS-B", bounds=Bounds(floor, np.inf),
+                 options={"maxcor": 20, "maxfun": _DESCENT_EVALS, "maxiter": _DESCENT_EVALS, "ftol": 1e-16,
+                          "gtol": 0.0})
+    except _DescentStopError:
+        pass
+    if best[1] is None:
+        return None
+    wb = best[1]
+    Phi = _laplacian_potential(X, I, J, wb)
+    cost = _lean_flow(X, I, J, wb, Phi)[0]
+    if report is not None:
+        label, f = report
+        _progress(f"{label}: weights of {I.size} pairs descended, upper bound {start * f:.12g} -> "
+                  f"{min(cost, start) * f:.12g}  ({len(costs)} evaluations, {time.perf_counter() - t0:.1f} s)")
+    return (cost, wb, Phi) if cost < start else None
+
+
 def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.ndarray, int]:
     """Split the groups with the most excess (together ``share`` of it) into up to
     ``parts`` pieces each, by repeated halving along the principal direction of
@@ -545,6 +611,16 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         placed = rounds == max_rounds or no_room or (math.isfinite(top_gap) and gap > _PLACE_WHEN * top_gap)
         goal = _refine_goal(X, best_cost, tol)
         report = (f"  min_tension refine round {rounds:3d}", report_scale) if verbose else None
+        if placed and gap > tol and time.perf_counter() < deadline:
+            # first the flow's weights (a third of the gap in a few dozen evaluations at full
+            # vocabulary), then the rows' placement, which may run to the deadline
+            down = _descend_weights(X, I, J, w, tol, deadline, report)
+            if down is not None:
+                cost, w, Phi = down
+                if cost < best_cost:
+                    best_cost, best_flow = cost, (I, J, w, Phi)
+                    gap = _refine_gap(X, best_val, best_cost)
+                    goal = _refine_goal(X, best_cost, tol)
         if placed and tail.size and gap > tol:
             Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room, report)
             if value > best_val:
