@@ -414,7 +414,7 @@ def test_descended_weights_approach_the_reference_and_balance_g():
     w0 = np.ones(I.size)
     T = hg.min_tension(X, method="cvxpy-flow").value
     start = rf._lean_flow(X, I, J, w0, rf._laplacian_potential(X, I, J, w0))[0]
-    cost, w, Phi = rf._descend_weights(X, I, J, w0, 1e-12, np.inf)  # tol 1e-12: never stalls, all evaluations
+    cost, w, _ = rf._descend_weights(X, I, J, w0, 1e-12, np.inf)  # tol 1e-12: never stalls, all evaluations
     assert cost >= T * (1.0 - SOLVER.rtol)  # an upper bound of T
     assert cost - T <= 0.1 * (start - T), (start, cost, T)
     L = np.zeros((V, V))

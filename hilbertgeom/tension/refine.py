@@ -13,7 +13,8 @@ are built on ``G`` itself from that small solve:
   L_w^+ G``, ``y_e = w_e (phi_i - phi_j)``), a flow that balances ``G``.  Its
   cost exceeds the lower bound only by the part of each flow vector that is not
   parallel to its pair's difference, which is second order in how far the rows
-  are from their group's share.
+  are from their group's share.  In a round that is placed, the weights are then
+  descended by L-BFGS-B on the dual over those pairs (:func:`_descend_weights`).
 
 The groups that carry most of that excess are split (along the principal
 direction of their members' unit rows) and the small problem is solved again,
@@ -71,9 +72,14 @@ _POLISH_ROWS = 1024
 #: the weights of a placed round's flow are descended by L-BFGS-B (:func:`_descend_weights`)
 #: until ten evaluations lower the cost by less than this share of ``tol`` (relative), or after
 #: ``_DESCENT_EVALS`` evaluations (the trained MiniLM full vocabulary's round 2: the gap from
-#: 4.68e-6 to 3.09e-6 in 37 evaluations of 3.7 s, 5e-8 in the last ten; 3.06e-6 after 60)
+#: 4.68e-6 to 3.09e-6 in 37 evaluations of 3.7 s, 4e-8 in the last ten; 3.06e-6 after 60)
 _DESCENT_STALL = 0.05
 _DESCENT_EVALS = 150
+#: a round is taken to last this many times the one before when deciding whether it fits before
+#: the deadline (the MiniLM full vocabulary at d = 384: rounds 2-5 took 308, 408, 817 and 1924 s,
+#: the groups' dual growing with the groups, 382 to 1270); a round cut by the deadline is lost,
+#: so where the next would not fit, this round's placement runs to the deadline instead
+_GROWTH = 2.0
 #: a round's rows are placed one by one (tension/place.py) only once rounds stop halving the gap
 #: (or at the last round, or when another round would not fit before the deadline): the placement
 #: cost about 15 ms a tail row with L-BFGS-B row duals, 60 s on the MiniLM top 4096, where a round
@@ -607,7 +613,9 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         gap = _refine_gap(X, best_val, best_cost)
         tail = _tail_rows(n, labels, m)
         now = time.perf_counter()
-        no_room = deadline - now < now - t_round  # another round would not fit before the deadline
+        # another round would not fit before the deadline: the next round is taken to last
+        # _GROWTH times this one (its groups' problem is larger)
+        no_room = deadline - now < _GROWTH * (now - t_round)
         placed = rounds == max_rounds or no_room or (math.isfinite(top_gap) and gap > _PLACE_WHEN * top_gap)
         goal = _refine_goal(X, best_cost, tol)
         report = (f"  min_tension refine round {rounds:3d}", report_scale) if verbose else None
