@@ -417,9 +417,10 @@ def _tile_pairs(V: int, B: int, is_max: bool, r, nb: _NormBound, best):
                     j1 = hi
                 yield bi, bj, j1
         return
-    for bi in reversed(starts):
+    for k in reversed(range(len(starts))):
+        bi = starts[k]
         top = r(min(bi + B, V) - 1)
-        for bj in reversed(starts[starts.index(bi):]):
+        for bj in reversed(starts[k:]):
             j1 = min(bj + B, V)
             b = best()
             if b is not None and nb.too_close(top, r(j1 - 1), b):

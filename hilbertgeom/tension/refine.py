@@ -392,7 +392,7 @@ class _DescentStopError(Exception):
 
 
 def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: float,
-                     report: tuple[str, float] | None = None):
+                     report: tuple[str, float] | None = None, start: float | None = None):
     """The flow's scalar weights on its pairs, descended by L-BFGS-B on the dual over those
     pairs, ``F(w) = 1/2 <X, L_w^+ X> + 1/2 sum w`` (convex; gradient ``(1 - ||phi_i -
     phi_j||^2) / 2`` with ``Phi = L_w^+ X``; at its minimum each pair with weight is at
@@ -403,15 +403,17 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     than ``_DESCENT_STALL * tol`` of itself (a gain that no longer counts against ``tol``), after
     ``_DESCENT_EVALS`` evaluations, or at ``deadline``.  Returns ``(cost, w, Phi)`` of the
     cheapest flow seen, its cost by :func:`_lean_flow` (residual included), or ``None``
-    where no evaluation was cheaper than the start."""
+    where no evaluation was cheaper than the start; ``start`` is that start's
+    :func:`_lean_flow` cost where the caller has it."""
     from scipy.optimize import Bounds, minimize
 
     if I.size == 0 or not np.any(w > 0):
         return None
     d = X.shape[1]
     floor = 1e-12 * float(w.mean())
-    start = float(_lean_flow(X, I, J, w, _laplacian_potential(X, I, J, w))[0])
-    best: list = [start, None]
+    if start is None:
+        start = float(_lean_flow(X, I, J, w, _laplacian_potential(X, I, J, w))[0])
+    best: list = [start, None, None]  # cost, weights, their Laplacian potential
     costs: list[float] = []
     t0 = time.perf_counter()
 
@@ -422,7 +424,7 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
         cost = float(np.sum(x * np.sqrt(sq)))
         costs.append(cost)
         if cost < best[0]:
-            best[0], best[1] = cost, x.copy()
+            best[:] = cost, x.copy(), Phi
         k = len(costs)
         stalled = k > 10 and costs[-11] - min(costs) < _DESCENT_STALL * tol * min(costs)
         if stalled or k >= _DESCENT_EVALS or time.perf_counter() > deadline:
@@ -435,10 +437,9 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
                           "gtol": 0.0})
     except _DescentStopError:
         pass
-    if best[1] is None:
+    _, wb, Phi = best
+    if wb is None:
         return None
-    wb = best[1]
-    Phi = _laplacian_potential(X, I, J, wb)
     cost = _lean_flow(X, I, J, wb, Phi)[0]
     if report is not None:
         label, f = report
@@ -622,7 +623,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if placed and gap > tol and time.perf_counter() < deadline:
             # first the flow's weights (a third of the gap in a few dozen evaluations at full
             # vocabulary), then the rows' placement, which may run to the deadline
-            down = _descend_weights(X, I, J, w, tol, deadline, report)
+            down = _descend_weights(X, I, J, w, tol, deadline, report, start=cost)
             if down is not None:
                 cost, w, Phi = down
                 if cost < best_cost:
