@@ -121,6 +121,19 @@ def test_placement_gains_most_of_what_grouping_lost():
     assert v - v0 >= 0.5 * (vstar - v0)
 
 
+def test_a_row_with_more_balls_than_the_cap_stays(monkeypatch):
+    """A row with more than ``_MAX_BALLS`` rows beyond ``1 - radius`` is not moved (its dual's
+    Gram matrix is balls x balls: 7 GB for a large row at full vocabulary).  With the cap at
+    0 no row moves and nothing is gained; with the cap at the default the same rows move."""
+    G, n, _, P, _ = grouped_case()
+    rows = np.argsort(-n)[10:]
+    moved, gained = pl.place_rows(G, P, rows)
+    assert gained > 0 and np.any(moved != P)
+    monkeypatch.setattr(pl, "_MAX_BALLS", 0)
+    kept, none = pl.place_rows(G, P, rows)
+    assert none == 0.0 and np.array_equal(kept, P)
+
+
 def test_refine_places_the_tail(monkeypatch):
     """One round of refinement on a real-shaped head: the placement is called on the
     small rows only, and its potential is kept only where it is no worse."""
@@ -179,6 +192,7 @@ def test_refine_places_only_once_rounds_stop_halving_the_gap(monkeypatch):
     monkeypatch.setattr(rf, "_progress", progress)
     # the schedule alone: the weights' descent (next test) closes this head's gap in round 2
     monkeypatch.setattr(rf, "_descend_weights", lambda *a, **k: None)
+    monkeypatch.setattr(rf, "_price_and_descend", lambda X_, I, J, w, Phi, cost, *a, **k: (I, J, w, Phi, cost))
     rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
     assert len(gaps) == 4
     assert [r for r, _, _ in placed_lines] == calls  # one progress line per pass, before its round's line

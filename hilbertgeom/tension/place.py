@@ -79,6 +79,11 @@ _GIVE = 1e-7
 #: rows screened by one GEMM: at V = 30522, d = 384 forming every row's differences took
 #: 55 of the 73 ms a row; a block of 128 costs about 1 ms a row and keeps (V, block) small
 _BLOCK = 128
+#: a row with more screened rows than this stays where it is: its dual's Gram matrix is
+#: ``balls x balls`` and each Newton step solves a system of that size (the 184 large rows of the
+#: MiniLM full vocabulary each have about 30,000 rows beyond ``1 - radius``: 7 GB a row, where a
+#: tail row has about 170)
+_MAX_BALLS = 4096
 
 
 def _into_balls(qd: np.ndarray, dd: float, c0: np.ndarray) -> float:
@@ -183,7 +188,8 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
     be feasible (diameter at most 1); the result is, up to the rounding of one
     distance per pair (the certificate divides by the exact diameter).  A move
     is kept only where it raises ``<x_i, phi_i>`` and no row is farther than 1
-    from the new point.  Returns the new potential and the value gained.
+    from the new point.  A row with more than ``_MAX_BALLS`` rows that can bound its
+    move is not moved.  Returns the new potential and the value gained.
 
     The rows that can bound a move (farther than ``1 - radius``) are screened
     ``_BLOCK`` rows at a time, by one GEMM ``Phi Phi_B^T`` and the squared norms,
@@ -216,6 +222,8 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
             col = D2[:, k]
             sel = np.flatnonzero(col > far2 - slack * (nn + nn[i]))
             sel = sel[sel != i]
+            if sel.size > _MAX_BALLS:
+                continue
             Q = np.vstack([Phi[sel] - Phi[i], np.zeros((1, d))])
             r2 = np.append(np.ones(sel.size), radius * radius)
             # warm start: the previous row's multipliers on the rows both screened (rows of one
