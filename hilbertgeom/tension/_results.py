@@ -12,7 +12,7 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from .._fp import max_abs, scale_to_unit
-from .._pairs import distance_sum_upper, equal_row_classes
+from .._pairs import distance_sum_upper, equal_row_classes, pairs_beyond
 from ..rows import row_diameter
 
 __all__ = ["Flow", "TensionBounds", "TensionResult"]
@@ -381,3 +381,19 @@ def _balanced_flow_cost(X, tile: int, xp=np) -> float:
     if reps.shape[0] < V:
         C, w = xp.take(C, reps, axis=0), xp.astype(counts, xp.float64)
     return math.ldexp(distance_sum_upper(C, xp, tile=tile, weights=w), -k) / V * (1.0 + 2.0 * _U64)
+
+
+def _violated_pairs(P: np.ndarray, I: np.ndarray, J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs ``i < j`` of rows of ``P`` farther apart than 1 (in float64, screened by
+    :func:`~hilbertgeom._pairs.pairs_beyond`, the shared tiled-distance primitive) that are
+    not among the pairs ``(I, J)`` (in either order): the ALM's new support edges, and, where
+    ``P = L_w^+ X``, the pairs whose weight, raised from 0, lowers the refinement's descent
+    ``F`` (its gradient there is ``(1 - ||p_i - p_j||^2) / 2 < 0``)."""
+    V = P.shape[0]
+    a, b = pairs_beyond(P, np, 1.0)
+    a, b = a.astype(np.intp), b.astype(np.intp)
+    if a.size == 0 or I.size == 0:
+        return a, b
+    have = np.unique(np.minimum(I, J).astype(np.int64) * V + np.maximum(I, J))
+    new = ~np.isin(a.astype(np.int64) * V + b, have)
+    return a[new], b[new]

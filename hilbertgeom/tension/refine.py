@@ -40,6 +40,7 @@ from ._results import (
     _laplacian,
     _pair_vectors,
     _rownorms,
+    _violated_pairs,
 )
 from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress, _reduction, _repair
 from .dual import weight_dual
@@ -75,6 +76,9 @@ _POLISH_ROWS = 1024
 #: 4.68e-6 to 3.09e-6 in 37 evaluations of 3.7 s, 4e-8 in the last ten; 3.06e-6 after 60)
 _DESCENT_STALL = 0.05
 _DESCENT_EVALS = 150
+#: every descended weight stays above this share of the mean start weight (the pairs keep the
+#: start's connected components); pairs added by :func:`_price_and_descend` start there
+_WEIGHT_FLOOR = 1e-12
 #: after the descent, the pairs that its Laplacian potential puts farther apart than 1 and the
 #: flow does not have join it at the floor weight and the descent goes on (column generation:
 #: a pair beyond 1 is one whose weight, raised, lowers ``F``), at most this many times and
@@ -406,7 +410,7 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     phi_j||^2) / 2`` with ``Phi = L_w^+ X``; at its minimum each pair with weight is at
     distance 1): the reweighting (``w_e <- ||y_e||``) lowers the cost by about 1% of the gap a
     step, L-BFGS-B by a third of it in 40 evaluations (``docs/theory/tension.md``, *Weights
-    descended*).  Every weight stays above ``1e-12`` of the mean start weight, so the pairs
+    descended*).  Every weight stays above ``_WEIGHT_FLOOR`` of the mean start weight, so the pairs
     keep the start's connected components.  Stops when ten evaluations lower the cost by less
     than ``_DESCENT_STALL * tol`` of itself (a gain that no longer counts against ``tol``), after
     ``_DESCENT_EVALS`` evaluations, or at ``deadline``.  Returns ``(cost, w, Phi)`` of the
@@ -418,7 +422,7 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     if I.size == 0 or not np.any(w > 0):
         return None
     d = X.shape[1]
-    floor = 1e-12 * float(w.mean())
+    floor = _WEIGHT_FLOOR * float(w.mean())
     if start is None:
         start = float(_lean_flow(X, I, J, w, _laplacian_potential(X, I, J, w))[0])
     best: list = [start, None, None]  # cost, weights, their Laplacian potential
@@ -456,23 +460,6 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     return (cost, wb, Phi) if cost < start else None
 
 
-def _violated_pairs(Phi: np.ndarray, I: np.ndarray, J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs ``i < j`` of rows of ``Phi`` farther apart than 1 (in float64, screened by
-    :func:`~hilbertgeom._pairs.pairs_beyond`) that are not among the pairs ``(I, J)`` (in
-    either order): where ``Phi = L_w^+ X``, the pairs whose weight, raised from 0, lowers
-    the descent's ``F`` (its gradient there is ``(1 - ||phi_i - phi_j||^2) / 2 < 0``)."""
-    from .._pairs import pairs_beyond
-
-    V = Phi.shape[0]
-    a, b = pairs_beyond(Phi, np, 1.0)
-    a, b = a.astype(np.intp), b.astype(np.intp)
-    if a.size == 0 or I.size == 0:
-        return a, b
-    have = np.unique(np.minimum(I, J).astype(np.int64) * V + np.maximum(I, J))
-    new = ~np.isin(a.astype(np.int64) * V + b, have, assume_unique=False)
-    return a[new], b[new]
-
-
 def _price_and_descend(X: np.ndarray, I, J, w, Phi, cost: float, tol: float, deadline: float,
                        report: tuple[str, float] | None = None):
     """Column generation on the flow ``(I, J, w)`` whose Laplacian potential is ``Phi`` and
@@ -493,7 +480,7 @@ def _price_and_descend(X: np.ndarray, I, J, w, Phi, cost: float, tol: float, dea
         if a.size == 0:
             break
         I2, J2 = np.concatenate([I, a]), np.concatenate([J, b])
-        w2 = np.concatenate([w, np.full(a.size, 1e-12 * float(w.mean()))])
+        w2 = np.concatenate([w, np.full(a.size, _WEIGHT_FLOOR * float(w.mean()))])
         down = _descend_weights(X, I2, J2, w2, tol, deadline, report)
         if down is None:
             break

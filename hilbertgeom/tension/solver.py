@@ -12,7 +12,7 @@ import numpy as np
 from .. import _fp
 from .. import _validate as _v
 from .._fp import mul_pow2, unit_scale
-from .._pairs import equal_row_classes, pairs_beyond
+from .._pairs import equal_row_classes
 from ..exceptions import SolverError
 from ..rows import row_diameter
 from ._results import (
@@ -25,6 +25,7 @@ from ._results import (
     _incidence,
     _laplacian,
     _rownorms,
+    _violated_pairs,
 )
 from .bounds import rownorm
 from .bracket import _irls_weights, _progress
@@ -32,14 +33,6 @@ from .reference import _cvxpy_solve
 from .refine import _refine_solve
 
 __all__ = ["min_tension", "steepest_descent"]
-
-
-def _violating_pairs(P: np.ndarray, thr: float, tile: int = 2048):
-    """All pairs i < j with ||p_i - p_j|| > thr: the shared tiled-distance primitive
-    (GEMM screening with a per-pair error bound, blocks pruned by norms about
-    their centre, candidates confirmed directly)."""
-    i, j = pairs_beyond(P, np, thr, tile=tile)
-    return i.astype(np.intp), j.astype(np.intp)
 
 
 @dataclass
@@ -53,15 +46,10 @@ class _ALMState:
 
     def edges(self, P):
         """Support edges plus every other pair with ||z|| > 1."""
-        V, k = P.shape
-        vi, vj = _violating_pairs(P, 1.0)
+        k = P.shape[1]
+        vi, vj = _violated_pairs(P, self.I, self.J)
         self.screens += 1
         L = self.L if self.L is not None else np.zeros((0, k))
-        if self.I.size:
-            key = vi.astype(np.int64) * V + vj
-            skey = self.I.astype(np.int64) * V + self.J
-            extra = ~np.isin(key, skey)
-            vi, vj = vi[extra], vj[extra]
         I = np.concatenate([self.I, vi])
         J = np.concatenate([self.J, vj])
         Lm = np.concatenate([L, np.zeros((vi.size, k))])
