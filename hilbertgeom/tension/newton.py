@@ -35,8 +35,12 @@ from ._results import _laplacian
 
 __all__: list[str] = []  # reached through min_tension
 
-#: pairs of the support at most (the Hessian is |A| x |A|: 8 * 6000^2 bytes = 288 MB)
-_MAX_SUPPORT = 6000
+#: pairs of the support at most (the Hessian is |A| x |A|: 8 * 16000^2 bytes = 2 GB, three such
+#: arrays while a step is made; a step took about 7 s at 11,500 pairs on 2 cores).  The 291 groups
+#: of the shipped MiniLM full vocabulary's second round have a support of 11,323 pairs: with the
+#: cap at 6000, L-BFGS-B went on alone (2.7e-5 after 300 s); Newton reached 5.1e-7 in 437 s
+#: (docs/theory/tension.md)
+_MAX_SUPPORT = 16000
 #: barrier parameter: divided by this factor once a Newton step is short
 _MU_FACTOR = 10.0
 #: centred when the squared Newton decrement is below this share of the barrier's gap mu |A|
