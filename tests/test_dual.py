@@ -167,7 +167,6 @@ def test_lbfgs_goes_on_only_where_newton_did_not_narrow_the_bracket(newton_narro
     check_certificate(r, S)
 
 
-
 def test_newton_certificates_repair_their_iterates_potential(monkeypatch):
     """Each Newton iterate's potential is repaired before it is certified, as L-BFGS-B's
     are: its pairs outside the support lie beyond 1, so dividing by the diameter alone

@@ -30,8 +30,7 @@ import time
 
 import numpy as np
 
-from .._pairs import pairs_beyond
-from ._results import _laplacian
+from ._results import _laplacian, _violated_pairs
 
 __all__: list[str] = []  # reached through min_tension
 
@@ -146,9 +145,7 @@ def support_newton(S: np.ndarray, I, J, lam, P, *, tol: float, deadline: float =
             gap = certify(Phi, I, J, lam[:, None] * Dv) if certify is not None else math.inf
             if gap <= tol:
                 break
-            fi, fj = pairs_beyond(Phi, np, 1.0)  # the shared screened-and-confirmed primitive
-            new = ~np.isin(fi * m + fj, np.minimum(I, J) * m + np.maximum(I, J))
-            fi, fj = fi[new].astype(np.intp), fj[new].astype(np.intp)
+            fi, fj = _violated_pairs(Phi, I, J)  # the pairs beyond 1 the support lacks
             if fi.size:
                 if I.size + fi.size > _MAX_SUPPORT:
                     break
