@@ -44,6 +44,8 @@ from ._results import (
 )
 from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress, _reduction, _repair
 from .dual import weight_dual
+from .hubs import Hubs
+from .lbfgs import projected_lbfgs
 from .place import place_rows
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -342,10 +344,13 @@ def _coupling(X, members, res: TensionResult, S: np.ndarray, mode: str):
     return np.concatenate(I), np.concatenate(J), np.concatenate(W)
 
 
-def _laplacian_potential(X: np.ndarray, I, J, w) -> np.ndarray:
-    """``Phi`` solving ``L_w Phi = X`` (sparse LU, one row grounded per connected
-    component): the flow ``y_e = w_e (phi_i - phi_j)`` balances ``X`` up to the
-    solve's rounding (the certificate repairs what is left)."""
+def _laplacian_potential(X: np.ndarray, I, J, w, hubs: Hubs | bool = True) -> np.ndarray:
+    """``Phi`` solving ``L_w Phi = X``, one row grounded per connected component: the
+    flow ``y_e = w_e (phi_i - phi_j)`` balances ``X`` up to the solve's rounding (the
+    certificate repairs what is left).  Where the pairs all touch a few hub rows
+    (tension/hubs.py; ``hubs=True`` looks for them, or pass their :class:`Hubs`), by
+    elimination of the tail rows and the first hub of each component grounded; otherwise
+    (or ``hubs=False``) by sparse LU with the first row of each component grounded."""
     from scipy.sparse.csgraph import connected_components
     from scipy.sparse.linalg import splu
 
@@ -353,6 +358,11 @@ def _laplacian_potential(X: np.ndarray, I, J, w) -> np.ndarray:
     Phi = np.zeros((V, d))
     if I.size == 0:
         return Phi
+    hub = Hubs.of(I, J, V) if hubs is True else hubs or None
+    if hub is not None:
+        out = hub.potential(X, np.asarray(w, dtype=np.float64))
+        if out is not None:
+            return out
     L = _laplacian(I, J, w, V)
     _, comp = connected_components(L, directed=False)
     ground = np.zeros(V, bool)
@@ -363,6 +373,16 @@ def _laplacian_potential(X: np.ndarray, I, J, w) -> np.ndarray:
     return Phi
 
 
+def _pair_norms(I, J, w, Phi, hubs: Hubs | None = None) -> np.ndarray:
+    """``||y_e|| = w_e ||phi_i - phi_j||`` for every pair: the distances from
+    :meth:`Hubs.sq_distances` where ``hubs`` is given, else from the differences
+    chunk by chunk."""
+    if hubs is not None:
+        return w * np.sqrt(hubs.sq_distances(Phi))
+    return np.concatenate([_rownorms(_pair_vectors(I, J, w, Phi, sl)) for sl in _chunk_slices(I.size, Phi.shape[1])]
+                          or [np.zeros(0)])
+
+
 def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
     """The flow ``y_e = w_e (phi_i - phi_j)`` of :func:`_laplacian_potential`, explicit."""
     if I.size == 0:
@@ -370,25 +390,33 @@ def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
     return _pair_vectors(I, J, w, _laplacian_potential(X, I, J, w))
 
 
-def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None):
+def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None, hubs: Hubs | bool = True):
     """A flow kept as ``(I, J, w, Phi)`` (``O(pairs + V d)`` memory; its ``pairs x d``
     vectors are made chunk by chunk, never at once): ``(cost, row excess)``.
 
     ``cost`` is its cost with the residual ``X - L_w Phi`` carried by the balanced
     flow, bounded by ``(V-1)/V sum ||r_i||``, with the rounding factors of
     :func:`~hilbertgeom.tension._results._flow_of`: it guides the rounds; the
-    certificate is made once, by ``_flow_of``, on the flow kept at the end.  With
-    a potential ``Pn``, each row's excess ``sum_e ||y_e|| - <y_e, pn_i - pn_j>``
-    over its pairs plus its residual norm (else ``None``)."""
+    certificate is made once, by ``_flow_of``, on the flow kept at the end.  Where the
+    pairs have hubs (tension/hubs.py; ``hubs`` as in :func:`_laplacian_potential`), the
+    residual and the pairs' norms come from the hub blocks.  With a potential ``Pn``,
+    each row's excess ``sum_e ||y_e|| - <y_e, pn_i - pn_j>`` over its pairs plus its
+    residual norm (else ``None``), from the differences."""
     V, d = X.shape
-    r = X - _laplacian(I, J, w, V) @ Phi if I.size else X.copy()
-    total = 0.0
-    rowex = np.zeros(V) if Pn is not None else None
-    for sl in _chunk_slices(I.size, d):
-        Y = _pair_vectors(I, J, w, Phi, sl)
-        nrm = _rownorms(Y)
-        total += float(nrm.sum())
-        if rowex is not None:
+    hub = (Hubs.of(I, J, V) if hubs is True else hubs or None) if I.size else None
+    if hub is not None:
+        r = X - hub.apply(np.asarray(w, dtype=np.float64), Phi)
+    else:
+        r = X - _laplacian(I, J, w, V) @ Phi if I.size else X.copy()
+    rowex = None
+    if Pn is None:
+        total = float(_pair_norms(I, J, w, Phi, hub).sum()) if I.size else 0.0
+    else:
+        total, rowex = 0.0, np.zeros(V)
+        for sl in _chunk_slices(I.size, d):
+            Y = _pair_vectors(I, J, w, Phi, sl)
+            nrm = _rownorms(Y)
+            total += float(nrm.sum())
             ex = nrm - np.einsum("ij,ij->i", Y, Pn[I[sl]] - Pn[J[sl]])
             rowex += np.bincount(I[sl], ex, V) + np.bincount(J[sl], ex, V)
     rn = _rownorms(r)
@@ -400,39 +428,46 @@ def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None):
 
 
 class _DescentStopError(Exception):
-    """Raised inside the objective to leave L-BFGS-B (stalled, out of evaluations or of time)."""
+    """Raised inside the objective to leave the descent (stalled, out of evaluations or of time)."""
 
 
 def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: float,
                      report: tuple[str, float] | None = None, start: float | None = None):
-    """The flow's scalar weights on its pairs, descended by L-BFGS-B on the dual over those
-    pairs, ``F(w) = 1/2 <X, L_w^+ X> + 1/2 sum w`` (convex; gradient ``(1 - ||phi_i -
-    phi_j||^2) / 2`` with ``Phi = L_w^+ X``; at its minimum each pair with weight is at
-    distance 1): the reweighting (``w_e <- ||y_e||``) lowers the cost by about 1% of the gap a
-    step, L-BFGS-B by a third of it in 40 evaluations (``docs/theory/tension.md``, *Weights
-    descended*).  Every weight stays above ``_WEIGHT_FLOOR`` of the mean start weight, so the pairs
+    """The flow's scalar weights on its pairs, descended by projected L-BFGS (tension/lbfgs.py)
+    on the dual over those pairs, ``F(w) = 1/2 <X, L_w^+ X> + 1/2 sum w`` (convex; gradient
+    ``(1 - ||phi_i - phi_j||^2) / 2`` with ``Phi = L_w^+ X``; at its minimum each pair with weight
+    is at distance 1): the reweighting (``w_e <- ||y_e||``) lowers the cost by about 1% of the gap
+    a step, L-BFGS by a third of it in 40 evaluations (``docs/theory/tension.md``, *Weights
+    descended*).  The start is first scaled to the least ``F`` along its ray (the same flow).
+    Every weight stays above ``_WEIGHT_FLOOR`` of the mean scaled start weight, so the pairs
     keep the start's connected components.  Stops when ten evaluations lower the cost by less
     than ``_DESCENT_STALL * tol`` of itself (a gain that no longer counts against ``tol``), after
     ``_DESCENT_EVALS`` evaluations, or at ``deadline``.  Returns ``(cost, w, Phi)`` of the
     cheapest flow seen, its cost by :func:`_lean_flow` (residual included), or ``None``
     where no evaluation was cheaper than the start; ``start`` is that start's
     :func:`_lean_flow` cost where the caller has it."""
-    from scipy.optimize import Bounds, minimize
-
     if I.size == 0 or not np.any(w > 0):
         return None
     d = X.shape[1]
-    floor = _WEIGHT_FLOOR * float(w.mean())
+    hub = Hubs.of(I, J, X.shape[0])  # the pairs are fixed: their hubs are found once
+    Phi0 = _laplacian_potential(X, I, J, w, hub or False)
     if start is None:
-        start = float(_lean_flow(X, I, J, w, _laplacian_potential(X, I, J, w))[0])
+        start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub or False)[0])
+    # c w is the same flow for every c > 0 (Phi / c); F(c w) = A / c + c B is least at c = sqrt(A / B)
+    A, B = float(np.sum(X * Phi0)), float(w.sum())
+    w = w * (math.sqrt(A / B) if A > 0 and B > 0 else 1.0)
+    floor = _WEIGHT_FLOOR * float(w.mean())
     best: list = [start, None, None]  # cost, weights, their Laplacian potential
     costs: list[float] = []
     t0 = time.perf_counter()
 
     def fg(x):
-        Phi = _laplacian_potential(X, I, J, x)
-        sq = np.concatenate([np.einsum("ij,ij->i", D, D) for D in
-                             (Phi[I[sl]] - Phi[J[sl]] for sl in _chunk_slices(I.size, d))])
+        Phi = _laplacian_potential(X, I, J, x, hub or False)
+        if hub is not None:
+            sq = hub.sq_distances(Phi)
+        else:
+            sq = np.concatenate([np.einsum("ij,ij->i", D, D) for D in
+                                 (Phi[I[sl]] - Phi[J[sl]] for sl in _chunk_slices(I.size, d))])
         cost = float(np.sum(x * np.sqrt(sq)))
         costs.append(cost)
         if cost < best[0]:
@@ -444,15 +479,13 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
         return 0.5 * float(np.sum(X * Phi)) + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
 
     try:
-        minimize(fg, np.maximum(w, floor), jac=True, method="L-BFGS-B", bounds=Bounds(floor, np.inf),
-                 options={"maxcor": 20, "maxfun": _DESCENT_EVALS, "maxiter": _DESCENT_EVALS, "ftol": 1e-16,
-                          "gtol": 0.0})
+        projected_lbfgs(fg, w, floor, maxcor=10, max_evals=_DESCENT_EVALS)
     except _DescentStopError:
         pass
     _, wb, Phi = best
     if wb is None:
         return None
-    cost = _lean_flow(X, I, J, wb, Phi)[0]
+    cost = _lean_flow(X, I, J, wb, Phi, hubs=hub or False)[0]
     if report is not None:
         label, f = report
         _progress(f"{label}: weights of {I.size} pairs descended, upper bound {start * f:.12g} -> "
@@ -636,17 +669,17 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         candidates = []
         for mode in ("w", "nnls", "M"):
             Ic, Jc, w = _coupling(X, members, res, S, mode)
-            Phi = _laplacian_potential(X, Ic, Jc, w)
-            candidates.append((_lean_flow(X, Ic, Jc, w, Phi)[0], Ic, Jc, w, Phi))
-        cost, I, J, w, Phi = min(candidates, key=lambda c: c[0])
+            hub = Hubs.of(Ic, Jc, V)
+            Phi = _laplacian_potential(X, Ic, Jc, w, hub or False)
+            candidates.append((_lean_flow(X, Ic, Jc, w, Phi, hubs=hub or False)[0], Ic, Jc, w, Phi, hub))
+        cost, I, J, w, Phi, hub = min(candidates, key=lambda c: c[0])
         del candidates
         for _ in range(_REWEIGHT):
-            wr = np.concatenate([_rownorms(_pair_vectors(I, J, w, Phi, sl)) for sl in _chunk_slices(I.size, X.shape[1])]
-                                or [np.zeros(0)])
+            wr = _pair_norms(I, J, w, Phi, hub)
             if not np.any(wr > 0):
                 break
-            Phr = _laplacian_potential(X, I, J, wr)
-            cr = _lean_flow(X, I, J, wr, Phr)[0]
+            Phr = _laplacian_potential(X, I, J, wr, hub or False)
+            cr = _lean_flow(X, I, J, wr, Phr, hubs=hub or False)[0]
             if cr >= cost:
                 break
             cost, w, Phi = cr, wr, Phr

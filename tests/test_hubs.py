@@ -1,0 +1,166 @@
+"""tension/hubs.py: the weighted Laplacian of pairs that all touch a few hub rows.
+
+References: the Laplacian built entry by entry in loops and solved densely
+(``np.linalg.solve`` on the grounded rows), the pairs' distances from
+``np.linalg.norm`` of each difference, and the minimal prefix of the rows by degree
+found by trying every length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import kernel_rtol
+
+from hilbertgeom.tension import hubs as hb
+from hilbertgeom.tension import refine as rf
+from hilbertgeom.tension.hubs import Hubs
+
+
+def hub_pairs(V, k, seed, hub_hub=3, isolated=0):
+    """Pairs joining each tail row to one to three of ``k`` hubs, plus ``hub_hub`` pairs of
+    hubs; the last ``isolated`` rows only in pairs of weight 0.  Returns ``(I, J, w)``."""
+    rng = np.random.default_rng(seed)
+    I, J, w = [], [], []
+    for t in range(k, V):
+        for a in rng.choice(k, size=rng.integers(1, 4), replace=False):
+            I.append(int(a))
+            J.append(t)
+            w.append(0.0 if t >= V - isolated else float(rng.uniform(0.1, 2.0)))
+    for _ in range(hub_hub):
+        a, b = rng.choice(k, size=2, replace=False)
+        I.append(int(a))
+        J.append(int(b))
+        w.append(float(rng.uniform(0.1, 2.0)))
+    return np.array(I), np.array(J), np.array(w)
+
+
+def dense_laplacian(I, J, w, V):
+    L = np.zeros((V, V))
+    for i, j, x in zip(I, J, w, strict=True):
+        L[i, j] -= x
+        L[j, i] -= x
+        L[i, i] += x
+        L[j, j] += x
+    return L
+
+
+def grounded_reference(L, X, ground):
+    """The dense solve of the equations of the rows not in ``ground``, those rows at 0."""
+    free = np.flatnonzero(~ground)
+    Phi = np.zeros_like(X)
+    Phi[free] = np.linalg.solve(L[np.ix_(free, free)], X[free])
+    return Phi
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hub_potential_is_the_grounded_dense_solve(seed):
+    """Connected pairs: the potential has the first hub at 0 and solves every other row's
+    equation; it is the dense solve of those equations, and ``apply`` is ``L @ Phi``."""
+    V, k, d = 70, 6, 4
+    I, J, w = hub_pairs(V, k, seed)
+    X = np.random.default_rng(10 + seed).standard_normal((V, d))
+    X -= X.mean(axis=0)
+    hub = Hubs.of(I, J, V)
+    assert hub is not None
+    Phi = hub.potential(X, w)
+    assert Phi is not None
+    L = dense_laplacian(I, J, w, V)
+    ground = np.zeros(V, bool)
+    ground[hub.hubs[0]] = True
+    ref = grounded_reference(L, X, ground)
+    scale = float(np.abs(ref).max())
+    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * scale
+    assert np.array_equal(Phi[hub.hubs[0]], np.zeros(d))
+    LPhi = L @ Phi
+    assert np.abs(hub.apply(w, Phi) - LPhi).max() <= kernel_rtol(V) * float((np.abs(L) @ np.abs(Phi)).max())
+    r = X - LPhi
+    assert np.abs(r[~ground]).max() <= kernel_rtol(V * V) * float((np.abs(L) @ np.abs(Phi) + np.abs(X)).max())
+
+
+def test_hub_potential_grounds_each_component_and_isolated_rows():
+    """Two separate hub clusters (each with its own tail) and three tail rows whose pairs all
+    have weight 0: the first hub of each cluster (in degree order) and the isolated rows are
+    at 0, every other row's equation holds, and the result is the grounded dense solve."""
+    d = 3
+    I1, J1, w1 = hub_pairs(30, 3, seed=4, hub_hub=1)
+    I2, J2, w2 = hub_pairs(33, 3, seed=5, hub_hub=1, isolated=3)
+    # the second block's rows shifted past the first's
+    I = np.concatenate([I1, I2 + 30])
+    J = np.concatenate([J1, J2 + 30])
+    w = np.concatenate([w1, w2])
+    V = 63
+    X = np.random.default_rng(6).standard_normal((V, d))
+    hub = Hubs.of(I, J, V)
+    assert hub is not None and set(hub.hubs) == {0, 1, 2, 30, 31, 32}
+    Phi = hub.potential(X, w)
+    assert Phi is not None
+    first = [next(h for h in hub.hubs if h < 30), next(h for h in hub.hubs if h >= 30)]
+    ground = np.zeros(V, bool)
+    ground[first] = True
+    ground[60:] = True
+    L = dense_laplacian(I, J, w, V)
+    ref = grounded_reference(L, X, ground)
+    assert np.array_equal(Phi[ground], np.zeros((ground.sum(), d)))
+    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * float(
+        np.abs(ref).max())
+
+
+def test_laplacian_potential_gives_one_flow_by_hubs_and_by_sparse_lu():
+    """The refinement's solve by hubs and by sparse LU (grounding different rows) give the
+    same pair differences on connected pairs, and so the same flow and cost."""
+    V, k, d = 90, 7, 5
+    I, J, w = hub_pairs(V, k, seed=7)
+    X = np.random.default_rng(8).standard_normal((V, d))
+    X -= X.mean(axis=0)
+    P_hub = rf._laplacian_potential(X, I, J, w)
+    P_lu = rf._laplacian_potential(X, I, J, w, hubs=False)
+    D_hub, D_lu = P_hub[I] - P_hub[J], P_lu[I] - P_lu[J]
+    cond = np.linalg.cond(dense_laplacian(I, J, w, V)[1:, 1:])
+    assert np.abs(D_hub - D_lu).max() <= cond * kernel_rtol(V) * float(np.abs(D_lu).max())
+    c_hub = rf._lean_flow(X, I, J, w, P_hub)[0]
+    c_lu = rf._lean_flow(X, I, J, w, P_lu, hubs=False)[0]
+    assert abs(c_hub - c_lu) <= cond * kernel_rtol(I.size * d) * c_lu
+
+
+def test_sq_distances_against_each_difference_near_coincident_pairs_included():
+    """The GEMM form ``|p|^2 + |q|^2 - 2 <p, q>`` loses the small distances of rows far from
+    the centre; those are recomputed from the differences.  Two far clusters (at +-1e3),
+    each tail row 1e-6 from its hub or at distance about 1: every squared distance to a few
+    roundings of itself."""
+    rng = np.random.default_rng(9)
+    V, k, d = 200, 4, 6
+    I, J, _ = hub_pairs(V, k, seed=9, hub_hub=2)
+    hub = Hubs.of(I, J, V)
+    assert hub is not None
+    Phi = rng.standard_normal((V, d))
+    Phi[hub.hubs[:2]] += 1e3
+    Phi[hub.hubs[2:]] -= 1e3
+    for t in range(k, V):
+        a = I[np.flatnonzero(J == t)[0]]  # the first hub of row t
+        Phi[t] = Phi[a] + (1e-6 if t % 2 else 1.0) * rng.standard_normal(d) / np.sqrt(d)
+    sq = hub.sq_distances(Phi)
+    ref = np.array([np.linalg.norm(Phi[i] - Phi[j]) ** 2 for i, j in zip(I, J, strict=True)])
+    assert np.any(ref < 1e-10)  # not a tolerance: the near-coincident pairs exist
+    # each difference is exact up to one rounding of its terms (of size 1e3): the relative
+    # error of its square stays within a few roundings times 1e3 / |difference| for the close
+    # pairs, the recomputed ones; the far pairs' GEMM form is within the recheck's bound
+    err = np.abs(sq - ref) / ref
+    close = ref < hb._RECHECK
+    assert err[close].max() <= kernel_rtol(d) * 1e3 / np.sqrt(ref[close].min())
+    assert err[~close].max() <= kernel_rtol(d) / hb._RECHECK * 8.0
+
+
+def test_hubs_are_the_shortest_prefix_by_degree_or_none():
+    """``Hubs.of`` takes the shortest prefix of the rows in degree order (ties by index) that
+    touches every pair, found here by trying each length; pairs with no short prefix (a
+    path) give ``None``."""
+    V = 40
+    I, J, _ = hub_pairs(V, 5, seed=11, hub_hub=4)
+    hub = Hubs.of(I, J, V)
+    deg = np.bincount(I, minlength=V) + np.bincount(J, minlength=V)
+    order = sorted(range(V), key=lambda r: (-deg[r], r))
+    k = next(k for k in range(1, V + 1) if all(i in order[:k] or j in order[:k] for i, j in zip(I, J, strict=True)))
+    assert hub is not None and hub.k == k and list(hub.hubs) == order[:k]
+    n = 2 * hb._MAX_HUBS + 4
+    path = np.arange(n - 1)
+    assert Hubs.of(path, path + 1, n) is None
