@@ -85,17 +85,17 @@ def test_stops_when_the_objective_raises():
     after the evaluations it allowed."""
     calls = []
 
-    class Stop(Exception):
+    class StopError(Exception):
         pass
 
     def fg(x):
         calls.append(1)
         if len(calls) > 5:
-            raise Stop
+            raise StopError
         return float(x @ x), 2 * x
 
     try:
         projected_lbfgs(fg, np.ones(10), -1.0, max_evals=100)
-    except Stop:
+    except StopError:
         pass
     assert len(calls) == 6

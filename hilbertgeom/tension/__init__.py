@@ -18,7 +18,9 @@ certificate), :mod:`.bounds` (RowNorm, projected RowNorm, cheap bounds), :mod:`.
 (a certified bracket at full vocabulary from a reduced solve),
 :mod:`.solver` (the scalable solver, :func:`min_tension`,
 :func:`steepest_descent`), :mod:`.refine` (its cluster refinement for head
-gradients), :mod:`.newton` and :mod:`.dual` (Newton on a support and L-BFGS-B
+gradients, with :mod:`.hubs` for the Laplacians of its flows, whose pairs all
+touch a few rows, :mod:`.lbfgs` for the descent of their weights and :mod:`.place`
+for the rows' placement), :mod:`.newton` and :mod:`.dual` (Newton on a support and L-BFGS-B
 over every pair, both on the scalar-weight dual: the small problems at high
 rank) and :mod:`.reference` (the CPU-only cvxpy reference programs).
 """

@@ -14,7 +14,7 @@ are built on ``G`` itself from that small solve:
   cost exceeds the lower bound only by the part of each flow vector that is not
   parallel to its pair's difference, which is second order in how far the rows
   are from their group's share.  In a round that is placed, the weights are then
-  descended by L-BFGS-B on the dual over those pairs (:func:`_descend_weights`).
+  descended by projected L-BFGS on the dual over those pairs (:func:`_descend_weights`).
 
 The groups that carry most of that excess are split (along the principal
 direction of their members' unit rows) and the small problem is solved again,
@@ -72,10 +72,11 @@ _PRODUCT_FANOUT = 64
 #: where splitting stalls short of ``tol`` on at most this many rows, the dual over every pair
 #: finishes from the refinement's flow (400 rows at rank 8: from 1.25e-6 to 3e-10 in 14 s)
 _POLISH_ROWS = 1024
-#: the weights of a placed round's flow are descended by L-BFGS-B (:func:`_descend_weights`)
-#: until ten evaluations lower the cost by less than this share of ``tol`` (relative), or after
-#: ``_DESCENT_EVALS`` evaluations (the trained MiniLM full vocabulary's round 2: the gap from
-#: 4.68e-6 to 3.09e-6 in 37 evaluations of 3.7 s, 4e-8 in the last ten; 3.06e-6 after 60)
+#: the weights of a placed round's flow are descended (:func:`_descend_weights`) until ten
+#: evaluations lower the cost by less than this share of ``tol`` (relative), or after
+#: ``_DESCENT_EVALS`` evaluations (the trained MiniLM full vocabulary's round 2, by SciPy's
+#: L-BFGS-B then: the gap from 4.68e-6 to 3.09e-6 in 37 evaluations of 3.7 s, 4e-8 in the last
+#: ten; 3.06e-6 after 60)
 _DESCENT_STALL = 0.05
 _DESCENT_EVALS = 150
 #: every descended weight stays above this share of the mean start weight (the pairs keep the
