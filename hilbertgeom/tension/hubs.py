@@ -12,7 +12,7 @@ a dense ``k x k`` Schur complement on the hubs,
 so ``L_w Phi = X`` is solved exactly by one Cholesky factorization of ``S`` and two
 GEMMs, and the pairs' squared distances ``||phi_i - phi_j||^2`` come from one GEMM
 ``Phi_H Phi_T^T`` instead of ``pairs x d`` gathered differences.  On that gradient:
-a solve in 2.6 s and the distances in 0.2 s, where the sparse LU took 10 s (4.8 of
+a solve and the distances in about 1 s together, where the sparse LU took 10 s (4.8 of
 them building the sparse matrix) and the gathered differences 13 s.
 
 :meth:`Hubs.of` finds the hubs (the shortest prefix of the rows by degree that

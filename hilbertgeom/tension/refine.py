@@ -345,13 +345,14 @@ def _coupling(X, members, res: TensionResult, S: np.ndarray, mode: str):
     return np.concatenate(I), np.concatenate(J), np.concatenate(W)
 
 
-def _laplacian_potential(X: np.ndarray, I, J, w, hubs: Hubs | bool = True) -> np.ndarray:
+def _laplacian_potential(X: np.ndarray, I, J, w, hubs: Hubs | bool | None = True) -> np.ndarray:
     """``Phi`` solving ``L_w Phi = X``, one row grounded per connected component: the
     flow ``y_e = w_e (phi_i - phi_j)`` balances ``X`` up to the solve's rounding (the
     certificate repairs what is left).  Where the pairs all touch a few hub rows
     (tension/hubs.py; ``hubs=True`` looks for them, or pass their :class:`Hubs`), by
     elimination of the tail rows and the first hub of each component grounded; otherwise
-    (or ``hubs=False``) by sparse LU with the first row of each component grounded."""
+    (or ``hubs`` False or ``None``: none found) by sparse LU with the first row of each
+    component grounded."""
     from scipy.sparse.csgraph import connected_components
     from scipy.sparse.linalg import splu
 
@@ -374,12 +375,21 @@ def _laplacian_potential(X: np.ndarray, I, J, w, hubs: Hubs | bool = True) -> np
     return Phi
 
 
+def _pair_sq(I, J, Phi, hubs: Hubs | None = None) -> np.ndarray:
+    """``||phi_i - phi_j||^2`` for every pair: by :meth:`Hubs.sq_distances` where ``hubs``
+    is given, else from the differences chunk by chunk."""
+    if hubs is not None:
+        return hubs.sq_distances(Phi)
+    return np.concatenate([np.einsum("ij,ij->i", D, D) for D in
+                           (Phi[I[sl]] - Phi[J[sl]] for sl in _chunk_slices(I.size, Phi.shape[1]))] or [np.zeros(0)])
+
+
 def _pair_norms(I, J, w, Phi, hubs: Hubs | None = None) -> np.ndarray:
     """``||y_e|| = w_e ||phi_i - phi_j||`` for every pair: the distances from
     :meth:`Hubs.sq_distances` where ``hubs`` is given, else from the differences
     chunk by chunk."""
     if hubs is not None:
-        return w * np.sqrt(hubs.sq_distances(Phi))
+        return w * np.sqrt(_pair_sq(I, J, Phi, hubs))
     return np.concatenate([_rownorms(_pair_vectors(I, J, w, Phi, sl)) for sl in _chunk_slices(I.size, Phi.shape[1])]
                           or [np.zeros(0)])
 
@@ -391,7 +401,7 @@ def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
     return _pair_vectors(I, J, w, _laplacian_potential(X, I, J, w))
 
 
-def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None, hubs: Hubs | bool = True):
+def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None, hubs: Hubs | bool | None = True):
     """A flow kept as ``(I, J, w, Phi)`` (``O(pairs + V d)`` memory; its ``pairs x d``
     vectors are made chunk by chunk, never at once): ``(cost, row excess)``.
 
@@ -449,11 +459,10 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     :func:`_lean_flow` cost where the caller has it."""
     if I.size == 0 or not np.any(w > 0):
         return None
-    d = X.shape[1]
     hub = Hubs.of(I, J, X.shape[0])  # the pairs are fixed: their hubs are found once
-    Phi0 = _laplacian_potential(X, I, J, w, hub or False)
+    Phi0 = _laplacian_potential(X, I, J, w, hub)
     if start is None:
-        start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub or False)[0])
+        start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub)[0])
     # c w is the same flow for every c > 0 (Phi / c); F(c w) = A / c + c B is least at c = sqrt(A / B)
     A, B = float(np.sum(X * Phi0)), float(w.sum())
     w = w * (math.sqrt(A / B) if A > 0 and B > 0 else 1.0)
@@ -463,12 +472,8 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     t0 = time.perf_counter()
 
     def fg(x):
-        Phi = _laplacian_potential(X, I, J, x, hub or False)
-        if hub is not None:
-            sq = hub.sq_distances(Phi)
-        else:
-            sq = np.concatenate([np.einsum("ij,ij->i", D, D) for D in
-                                 (Phi[I[sl]] - Phi[J[sl]] for sl in _chunk_slices(I.size, d))])
+        Phi = _laplacian_potential(X, I, J, x, hub)
+        sq = _pair_sq(I, J, Phi, hub)
         cost = float(np.sum(x * np.sqrt(sq)))
         costs.append(cost)
         if cost < best[0]:
@@ -486,7 +491,7 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     _, wb, Phi = best
     if wb is None:
         return None
-    cost = _lean_flow(X, I, J, wb, Phi, hubs=hub or False)[0]
+    cost = _lean_flow(X, I, J, wb, Phi, hubs=hub)[0]
     if report is not None:
         label, f = report
         _progress(f"{label}: weights of {I.size} pairs descended, upper bound {start * f:.12g} -> "
@@ -671,16 +676,16 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         for mode in ("w", "nnls", "M"):
             Ic, Jc, w = _coupling(X, members, res, S, mode)
             hub = Hubs.of(Ic, Jc, V)
-            Phi = _laplacian_potential(X, Ic, Jc, w, hub or False)
-            candidates.append((_lean_flow(X, Ic, Jc, w, Phi, hubs=hub or False)[0], Ic, Jc, w, Phi, hub))
+            Phi = _laplacian_potential(X, Ic, Jc, w, hub)
+            candidates.append((_lean_flow(X, Ic, Jc, w, Phi, hubs=hub)[0], Ic, Jc, w, Phi, hub))
         cost, I, J, w, Phi, hub = min(candidates, key=lambda c: c[0])
         del candidates
         for _ in range(_REWEIGHT):
             wr = _pair_norms(I, J, w, Phi, hub)
             if not np.any(wr > 0):
                 break
-            Phr = _laplacian_potential(X, I, J, wr, hub or False)
-            cr = _lean_flow(X, I, J, wr, Phr, hubs=hub or False)[0]
+            Phr = _laplacian_potential(X, I, J, wr, hub)
+            cr = _lean_flow(X, I, J, wr, Phr, hubs=hub)[0]
             if cr >= cost:
                 break
             cost, w, Phi = cr, wr, Phr
