@@ -385,20 +385,9 @@ def _pair_sq(I, J, Phi, hubs: Hubs | None = None) -> np.ndarray:
 
 
 def _pair_norms(I, J, w, Phi, hubs: Hubs | None = None) -> np.ndarray:
-    """``||y_e|| = w_e ||phi_i - phi_j||`` for every pair: the distances from
-    :meth:`Hubs.sq_distances` where ``hubs`` is given, else from the differences
-    chunk by chunk."""
-    if hubs is not None:
-        return w * np.sqrt(_pair_sq(I, J, Phi, hubs))
-    return np.concatenate([_rownorms(_pair_vectors(I, J, w, Phi, sl)) for sl in _chunk_slices(I.size, Phi.shape[1])]
-                          or [np.zeros(0)])
-
-
-def _laplacian_flow(X: np.ndarray, I, J, w) -> np.ndarray:
-    """The flow ``y_e = w_e (phi_i - phi_j)`` of :func:`_laplacian_potential`, explicit."""
-    if I.size == 0:
-        return np.zeros((0, X.shape[1]))
-    return _pair_vectors(I, J, w, _laplacian_potential(X, I, J, w))
+    """``||y_e|| = w_e ||phi_i - phi_j||`` for every pair (``w >= 0``), the distances by
+    :func:`_pair_sq`."""
+    return w * np.sqrt(_pair_sq(I, J, Phi, hubs))
 
 
 def _lean_flow(X: np.ndarray, I, J, w, Phi, Pn=None, hubs: Hubs | bool | None = True):
