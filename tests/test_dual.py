@@ -19,6 +19,7 @@ import hilbertgeom as hg
 from hilbertgeom.equalize import regular_simplex
 from hilbertgeom.tension import dual as du
 from hilbertgeom.tension import newton as nt
+from hilbertgeom.tension import newton_cg as ncg
 
 TOL = 1e-9  # the target gap asked of the solves, not a comparison tolerance
 
@@ -53,6 +54,7 @@ def test_full_rank_problem_agrees_with_the_cvxpy_reference(newton, monkeypatch):
     overlaps the interior-point reference's."""
     if not newton:
         monkeypatch.setattr(nt, "_MAX_SUPPORT", 0)
+        monkeypatch.setattr(ncg, "newton_cg", lambda *a, **k: 0)  # the support over the cap: nor Newton-CG
     calls = []
     polish = nt.support_newton
 
@@ -90,8 +92,9 @@ def test_a_wrong_potential_or_weights_is_caught(bad, monkeypatch):
     """Planted bugs, kept as tests: the potential twice ``L^+ S`` (its flow no longer
     balances ``S``), or the weights squared where the variables are read (the
     gradient no longer that of ``f``), must keep L-BFGS-B (the Newton polish off:
-    it would repair both) from 1e-7 on the simplex, which it meets without them."""
+    it would repair both; nor Newton-CG) from 1e-7 on the simplex, which it meets without them."""
     monkeypatch.setattr(nt, "_MAX_SUPPORT", 0)
+    monkeypatch.setattr(ncg, "newton_cg", lambda *a, **k: 0)
     m, c = 8, 2.0
     S = c * regular_simplex(m, m - 1)
     if bad == "potential":
@@ -202,4 +205,87 @@ def test_newton_certificates_repair_their_iterates_potential(monkeypatch):
     assert ratios, "the Newton polish did not run"
     assert max(ratios) > 1.0 + kernel_rtol(S.size)
     assert r.relative_gap <= TOL
+    check_certificate(r, S)
+
+
+def _dual_gradient(S, x, iu):
+    """``f``'s gradient ``(1 - ||phi_a - phi_b||^2) / 2`` by dual.py's own potential (a dense
+    solve of ``L + 11^T/m``), independent of newton_cg's state."""
+    m = S.shape[0]
+    Phi = du._potential(du._weights_matrix(x, iu, m), S)
+    D2 = np.array([[float(np.sum((Phi[a] - Phi[b]) ** 2)) for b in range(m)] for a in range(m)])
+    return 0.5 - 0.5 * D2[iu]
+
+
+def test_hessian_product_is_the_gradients_derivative():
+    """``H v`` by two m x m x m products against the central difference of the gradient
+    along ``v`` (independent: dual.py's potential, distances pair by pair), and its
+    diagonal ``R d2`` (the preconditioner) against ``e_k^T H e_k`` for each pair.  The
+    difference's error is ``O(h^2)`` plus rounding over ``h``: 1e-6 relative holds with
+    room at ``h = 1e-5`` on weights of order 1."""
+    rng = np.random.default_rng(3)
+    m = 9
+    S = rng.standard_normal((m, 5))
+    S -= S.mean(axis=0)
+    iu = np.triu_indices(m, 1)
+    x = rng.uniform(0.2, 2.0, iu[0].size)
+    v = rng.standard_normal(iu[0].size)
+    st = ncg._State(S, x, iu)
+    h = 1e-5  # not a tolerance: the finite-difference step
+    fd = (_dual_gradient(S, x + h * v, iu) - _dual_gradient(S, x - h * v, iu)) / (2 * h)
+    hv = ncg.hessian_product(v, st, iu)
+    assert np.abs(hv - fd).max() <= 1e-6 * np.abs(fd).max()  # not a tolerance: O(h^2) bound, see docstring
+    E = np.eye(iu[0].size)
+    diag = np.array([ncg.hessian_product(E[k], st, iu)[k] for k in range(iu[0].size)])
+    np.testing.assert_allclose(st.R * st.d2, diag, rtol=kernel_rtol(m * m))
+
+
+@pytest.mark.parametrize("shape", ["simplex", "full rank", "head groups"])
+def test_newton_cg_takes_a_large_support_to_tol(shape, monkeypatch):
+    """Where the support is over the dense Hessian's cap (set to 0 here), Newton-CG over
+    every pair takes L-BFGS-B's bracket to 1e-9: on the regular simplex (closed form
+    ``c (m-1)/2``), a random full-rank problem and the groups' sums of a synthetic head
+    gradient (against the cvxpy interior-point reference); L-BFGS-B is not run again."""
+    import scipy.optimize
+
+    from hilbertgeom import gradients as gr
+
+    monkeypatch.setattr(nt, "_MAX_SUPPORT", 0)
+    seen = {"cg": 0, "lbfgs_after": 0}
+    run, minimize = ncg.newton_cg, scipy.optimize.minimize
+
+    def spy(*a, **k):
+        seen["cg"] += 1
+        return run(*a, **k)
+
+    def lbfgs(*a, **k):
+        seen["lbfgs_after"] += seen["cg"]
+        return minimize(*a, **k)
+
+    monkeypatch.setattr(ncg, "newton_cg", spy)
+    monkeypatch.setattr(scipy.optimize, "minimize", lbfgs)
+    if shape == "simplex":
+        m, c = 12, 3.0
+        S = c * regular_simplex(m, m - 1)
+        lam0 = random_start(m, 0)
+    elif shape == "full rank":
+        S = np.random.default_rng(5).standard_normal((16, 20))
+        S -= S.mean(axis=0)
+        lam0 = None
+    else:
+        G = gr.synthetic_head_gradient(400, 12, batch=16, seed=1).G
+        labels = np.argsort(np.argsort(-np.linalg.norm(G, axis=1))) % 24  # 24 groups of mixed rows
+        S = np.zeros((24, G.shape[1]))
+        np.add.at(S, labels, G)
+        S -= S.mean(axis=0)
+        lam0 = None
+    r = du.weight_dual(S, tol=TOL, lam0=lam0)
+    assert seen["cg"] == 1 and seen["lbfgs_after"] == 0
+    assert r.status == "optimal" and r.relative_gap <= TOL
+    if shape == "simplex":
+        T = c * (m - 1) / 2.0
+        assert r.value <= T * (1 + kernel_rtol(S.size)) and T <= (r.value + r.gap) * (1 + kernel_rtol(S.size))
+    else:
+        ref = hg.min_tension(S, method="cvxpy-flow")
+        assert r.value <= ref.value + ref.gap and ref.value <= r.value + r.gap
     check_certificate(r, S)
