@@ -250,7 +250,7 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, monkeypatch):
 
     from hilbertgeom import gradients as gr
 
-    monkeypatch.setattr(nt, "_MAX_SUPPORT", 0)
+    monkeypatch.setattr(du, "_DENSE_SUPPORT", 0)
     seen = {"cg": 0, "lbfgs_after": 0}
     run, minimize = ncg.newton_cg, scipy.optimize.minimize
 

@@ -45,6 +45,12 @@ _NEWTON_FROM = 1e-3
 #: groups of the shipped MiniLM top 4096 at d = 384, the 171 pairs below 1e-8 of it (of 1600)
 #: kept Newton at 4.7e-8; from 1e-8 to 1e-4 it reached 1e-10 in 20 s (docs/theory/tension.md)
 _FLOOR = 1e-6
+#: Newton on the support's dense Hessian (tension/newton.py) where the support has at most this many
+#: pairs, Newton-CG over every pair (tension/newton_cg.py) where it has more: on the 291 groups of
+#: the shipped MiniLM full vocabulary's round 2 (support 11,323 pairs), asked for 3.5e-7, the dense
+#: Newton took 456 s to 2.7e-7 and Newton-CG 119 s to 1.6e-7; on the 194 groups of its top 4096
+#: at d = 384 (1,600 pairs) the dense Newton reaches 1e-10 in 20 s.  The cut between is not measured
+_DENSE_SUPPORT = 4000
 
 
 @dataclass
@@ -96,10 +102,10 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
 
     L-BFGS-B runs until the checked bracket is within ``max(tol, 1e-3)``; then, where
     its support (the pairs whose weight is above ``_FLOOR`` of the largest) has at
-    most :data:`~hilbertgeom.tension.newton._MAX_SUPPORT` pairs, Newton on that
+    most ``_DENSE_SUPPORT`` pairs, Newton on that
     support (:func:`~hilbertgeom.tension.newton.support_newton`) takes it to ``tol``
-    in a few dozen steps; where it has more (a dense Newton step would cost as much as
-    hundreds of evaluations), primal-dual Newton-CG over every pair
+    in a few dozen steps; where it has more (a dense Newton step costs the cube of the
+    support), primal-dual Newton-CG over every pair
     (:func:`~hilbertgeom.tension.newton_cg.newton_cg`, Hessian products by ``m x m x m``
     GEMMs) does.  Where the Newton method does not narrow the bracket, L-BFGS-B goes on.
 
@@ -193,7 +199,7 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
     if best.relative_gap > tol and time.perf_counter() < deadline:
         start_gap = best.relative_gap
         I, J, w = support(_FLOOR)
-        if 0 < I.size <= _MAX_SUPPORT:
+        if 0 < I.size <= min(_DENSE_SUPPORT, _MAX_SUPPORT):
             box = [best]
 
             def certify(P, Ic, Jc, Yc):
@@ -212,11 +218,11 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
             except (np.linalg.LinAlgError, ValueError):  # a singular or non-finite step: L-BFGS-B goes on
                 pass
             best = box[0]
-        elif I.size > _MAX_SUPPORT:
-            # too many pairs for the dense Hessian: Newton-CG over every pair, its Hessian
+        elif I.size > 0:
+            # a support too large for the dense Hessian: Newton-CG over every pair, its Hessian
             # products by m x m x m GEMMs (tension/newton_cg.py; on the 428 groups of the shipped
-            # MiniLM full vocabulary's third round, 9.7e-10 in 303 s where L-BFGS-B alone had 2.9e-7
-            # after 1500 s)
+            # MiniLM full vocabulary's third round, support 36,238 pairs, 7.0e-9 in 281 s where
+            # L-BFGS-B alone had 2.9e-7 after 1500 s)
             st.evals += newton_cg(S, st.x, gap=best.relative_gap, deadline=deadline,
                                   check=lambda lam, Phi, d2: check(lam, Phi, d2, tol) or stop(tol))
             c = certificate()
