@@ -368,6 +368,33 @@ def test_the_next_groups_dual_starts_from_the_last_rounds_weights_shared_by_size
     assert np.count_nonzero(lam0) > 0
 
 
+def test_coupling_leaves_out_group_pairs_below_the_floor():
+    """A groups' flow with weight on every pair, one pair's weight at 1e-10 of the largest
+    (as an interior-point solve leaves its inactive pairs): no member pair joins those two
+    groups, and every other pair of groups is joined (counted member pair by member pair)."""
+    from hilbertgeom.tension._results import _certify
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((40, 4))
+    X -= X.mean(axis=0)
+    labels = np.arange(40) % 5
+    members = rf._members(labels, 5)
+    P = rng.standard_normal((5, 4))
+    iu = np.triu_indices(5, 1)
+    lam = rng.uniform(1.0, 2.0, iu[0].size)
+    lam[3] = 1e-10 * lam.max()  # not a tolerance: the planted negligible weight, below _COUPLE_FLOOR
+    Y = lam[:, None] * (P[iu[0]] - P[iu[1]])
+    S = np.zeros((5, 4))  # the groups' rows that this flow balances exactly (no residual flow)
+    np.add.at(S, iu[0], Y)
+    np.add.at(S, iu[1], -Y)
+    res = _certify(S, P / 10.0, iu[0], iu[1], Y, method="test", centered=False, iterations=0, tol=1e-6)
+    I, J, _ = rf._coupling(X, members, res, S, "w")
+    joined = {(min(a, b), max(a, b)) for a, b in zip(labels[I].tolist(), labels[J].tolist(), strict=True)}
+    cut = (int(iu[0][3]), int(iu[1][3]))
+    assert cut not in joined
+    assert joined == {(int(a), int(b)) for a, b in zip(iu[0], iu[1], strict=True)} - {cut}
+
+
 def stalled_head(monkeypatch):
     """A rank-6 head of 120 rows whose refinement stalls after one round: four first
     groups, and nothing is ever split."""

@@ -33,10 +33,10 @@ repaired a potential, so the method is judged by the bracket alone.
 
 Measured on round 3's groups' problem of the shipped MiniLM gradient at full
 vocabulary (428 groups at rank 384, their flow over 36,238 of the 91,378 pairs):
-from L-BFGS-B's 5.2e-4 (800 evaluations, 40 s), 1.2e-7 after 190 s and 9.7e-10
+from L-BFGS-B's 5.2e-4 (800 evaluations, 40 s), 1.2e-7 after 191 s and 9.7e-10
 after 303 s, where L-BFGS-B alone reached 2.9e-7 in 1500 s.  The primal barrier
-(Hessian term ``mu / lambda^2`` in place of ``z / lambda``) took steps of a few
-thousandths, cut by the distance to the bound, and reached 9.8e-8 in 235 s
+(Hessian term ``mu / lambda^2`` in place of ``z / lambda``) took steps cut short by
+the distance to the bound and got no further than 9.8e-8 in 263 s
 (``docs/theory/tension.md``).
 """
 
@@ -113,7 +113,10 @@ def _pcg(apply, b: np.ndarray, pinv: np.ndarray, rtol: float, deadline: float) -
     goal = rtol * math.sqrt(float(b @ b))
     for _ in range(_CG_MAX):
         Ap = apply(p)
-        a = rz / float(p @ Ap)
+        pAp = float(p @ Ap)
+        if not pAp > 0:  # rounding level (or a non-finite product): the step so far
+            break
+        a = rz / pAp
         x += a * p
         r -= a * Ap
         if math.sqrt(float(r @ r)) <= goal or time.perf_counter() > deadline:
@@ -126,21 +129,24 @@ def _pcg(apply, b: np.ndarray, pinv: np.ndarray, rtol: float, deadline: float) -
 
 def newton_cg(S: np.ndarray, x: np.ndarray, *, check: Callable[[np.ndarray, np.ndarray, np.ndarray], bool],
               gap: float, deadline: float = math.inf, max_steps: int = 1000) -> int:
-    """Primal-dual Newton-CG on ``f`` over every pair of the centred rows ``S`` from the
-    weights ``x`` (``iu`` order of ``np.triu_indices(m, 1)``; zeros are raised to ``1e-9``
-    of the largest), whose certificate's relative gap is ``gap`` (it sets the first
-    ``mu``).  ``check(lam, Phi, d2)`` certifies each iterate and returns True to stop.
-    Stops there, at ``deadline``, after ``max_steps`` steps, or when a line search fails
+    """Primal-dual Newton-CG on ``f`` over every pair of the centred rows ``S`` from
+    the weights ``x`` (``iu`` order of ``np.triu_indices(m, 1)``; zeros are raised to
+    ``1e-9`` of the largest), whose certificate's relative gap is ``gap``: the first
+    ``mu`` puts the barrier's gap ``mu pairs`` at that share of ``sum x / 2``.
+    ``check(lam, Phi, d2)`` certifies each iterate and returns True to stop.  Stops
+    there, at ``deadline``, after ``max_steps`` steps, or when a line search fails
     (rounding level).  Returns the number of weights evaluated (one Cholesky each)."""
     from scipy.linalg import LinAlgError
 
     m = S.shape[0]
     iu = np.triu_indices(m, 1)
     npair = iu[0].size
-    lam = np.maximum(np.asarray(x, dtype=np.float64), 1e-9 * float(np.max(x, initial=1.0)))
+    lam = np.asarray(x, dtype=np.float64)
+    top = float(lam.max(initial=0.0))
+    lam = np.maximum(lam, 1e-9 * top if top > 0 else 1.0)
     st = _State(S, lam, iu)
     evals = 1
-    mu = max(gap, 1e-16) * 0.5 * float(lam.sum()) / npair
+    mu = min(max(gap, 1e-16), 1.0) * 0.5 * float(lam.sum()) / npair  # an infinite gap (no lower bound yet): 1
 
     def barrier(lam, st):
         return 0.5 * float(lam.sum()) + 0.5 * float(np.sum(S * st.Phi)) - mu * float(np.log(lam).sum())

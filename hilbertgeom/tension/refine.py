@@ -69,6 +69,12 @@ _REWEIGHT = 3
 _NUDGE = 0.05
 #: product coupling of two groups' members while it has at most this many pairs per member
 _PRODUCT_FANOUT = 64
+#: the coupling leaves out the groups' pairs whose weight is below this share of the largest: the
+#: interior-point groups' solve (tension/newton_cg.py) puts a weight on every pair, and spreading
+#: all of them over member pairs ran the full MiniLM vocabulary's round 2 (291 groups, 42,195
+#: pairs) out of memory in the Laplacian solve.  On that problem 9,274 pairs are above 1e-8 of the
+#: largest weight and those below carry 5.8e-8 of the flow's cost (the solve balances G without them)
+_COUPLE_FLOOR = 1e-8
 #: where splitting stalls short of ``tol`` on at most this many rows, the dual over every pair
 #: finishes from the refinement's flow (400 rows at rank 8: from 1.25e-6 to 3e-10 in 14 s)
 _POLISH_ROWS = 1024
@@ -303,7 +309,8 @@ def _group_flow(res: TensionResult, S: np.ndarray):
 def _coupling(X, members, res: TensionResult, S: np.ndarray, mode: str):
     """Scalar weights on member pairs of adjacent groups: the group flow ``lam_ab``
     spread by the members' shares (product coupling, or north-west corner when
-    the product would have too many pairs).  Returns ``(I, J, w)``."""
+    the product would have too many pairs), the group pairs below ``_COUPLE_FLOOR``
+    of the largest ``lam`` left out.  Returns ``(I, J, w)``."""
     P = res.potential
     pairs, Yv = _group_flow(res, S)
     diff = P[pairs[:, 0]] - P[pairs[:, 1]]
@@ -311,6 +318,8 @@ def _coupling(X, members, res: TensionResult, S: np.ndarray, mode: str):
     ok = dist > 0
     pairs, Yv, diff, dist = pairs[ok], Yv[ok], diff[ok], dist[ok]
     lam = _rownorms(Yv) / dist
+    big = lam > _COUPLE_FLOOR * float(lam.max(initial=0.0))
+    pairs, Yv, diff, dist, lam = pairs[big], Yv[big], diff[big], dist[big], lam[big]
     m = len(members)
     inc: list[list[int]] = [[] for _ in range(m)]
     for e, (a, b) in enumerate(pairs):
