@@ -48,6 +48,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .dual import _weights_matrix
+from .newton import _laplacian_inverse
+
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
 #: conjugate-gradient steps at most per Newton step, and the largest relative residual asked
@@ -71,15 +74,7 @@ class _State:
     pairs' squared distances ``d2`` and effective resistances ``R`` (``iu`` order)."""
 
     def __init__(self, S: np.ndarray, lam: np.ndarray, iu):
-        from scipy.linalg import cho_factor, cho_solve
-
-        m = S.shape[0]
-        L = np.zeros((m, m))
-        L[iu] = -lam
-        L += L.T
-        L[np.diag_indices(m)] = -L.sum(axis=1)
-        L += 1.0 / m
-        self.Linv = cho_solve(cho_factor(L, check_finite=False), np.eye(m), check_finite=False)
+        self.Linv = _laplacian_inverse(lam, iu[0], iu[1], S.shape[0])
         self.Phi = self.Linv @ S
         self.G = self.Phi @ self.Phi.T
         self.d2 = np.maximum(_pair_form(self.G, iu), 0.0)
@@ -94,11 +89,8 @@ def _pair_form(M: np.ndarray, iu) -> np.ndarray:
 
 def hessian_product(v: np.ndarray, st: _State, iu) -> np.ndarray:
     """``H v`` for ``f``'s Hessian at the state ``st``: ``b^T L^+ L_v G b`` per pair."""
-    m = st.G.shape[0]
-    Lv = np.zeros((m, m))
-    Lv[iu] = -v
-    Lv += Lv.T
-    Lv[np.diag_indices(m)] = -Lv.sum(axis=1)
+    W = _weights_matrix(v, iu, st.G.shape[0])
+    Lv = np.diag(W.sum(axis=1)) - W
     return _pair_form(st.Linv @ (Lv @ st.G), iu)
 
 
