@@ -289,3 +289,32 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, monkeypatch):
         ref = hg.min_tension(S, method="cvxpy-flow")
         assert r.value <= ref.value + ref.gap and ref.value <= r.value + r.gap
     check_certificate(r, S)
+
+
+def test_newton_cg_keeps_to_max_evals(monkeypatch):
+    """``max_evals`` bounds the evaluations of the whole solve, Newton-CG's included (one
+    Cholesky per weights tried): L-BFGS-B's own count is found first with Newton-CG
+    switched off, then Newton-CG is given three evaluations more and must stop there,
+    with the certificate of its best iterate (independent count: a spy on
+    ``_State``, Newton-CG's only evaluation)."""
+    monkeypatch.setattr(du, "_DENSE_SUPPORT", 0)
+    S = np.random.default_rng(5).standard_normal((16, 20))
+    S -= S.mean(axis=0)
+    run = ncg.newton_cg
+    monkeypatch.setattr(ncg, "newton_cg", lambda *a, **k: 0)
+    before = du.weight_dual(S, tol=1e-12).iterations  # L-BFGS-B to its hand-over point, then L-BFGS-B again
+    monkeypatch.setattr(ncg, "newton_cg", run)
+    states = {"n": 0}
+    state = ncg._State
+
+    def counted(*a, **k):
+        states["n"] += 1
+        return state(*a, **k)
+
+    monkeypatch.setattr(ncg, "_State", counted)
+    lbfgs_evals = du.weight_dual(S, tol=1e-12, max_evals=1).iterations  # L-BFGS-B's first check only
+    assert states["n"] == 0  # the budget spent: Newton-CG not started
+    r = du.weight_dual(S, tol=1e-12, max_evals=before + 3)
+    assert 0 < states["n"] <= before + 3
+    assert r.iterations <= before + 3 and lbfgs_evals <= before
+    check_certificate(r, S)

@@ -196,7 +196,7 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
 
     lbfgs(x, max(tol, _NEWTON_FROM))
     best = certificate()
-    if best.relative_gap > tol and time.perf_counter() < deadline:
+    if best.relative_gap > tol and time.perf_counter() < deadline and st.evals < max_evals:
         start_gap = best.relative_gap
         I, J, w = support(_FLOOR)
         if 0 < I.size <= min(_DENSE_SUPPORT, _MAX_SUPPORT):
@@ -224,6 +224,7 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
             # MiniLM full vocabulary's third round, support 36,238 pairs, 7.0e-9 in 281 s where
             # L-BFGS-B alone had 2.9e-7 after 1500 s)
             st.evals += newton_cg(S, st.x, gap=best.relative_gap, deadline=deadline,
+                                  max_evals=max_evals - st.evals,
                                   check=lambda lam, Phi, d2: check(lam, Phi, d2, tol) or stop(tol))
             c = certificate()
             best = c if c.relative_gap < best.relative_gap else best

@@ -120,14 +120,15 @@ def _pcg(apply, b: np.ndarray, pinv: np.ndarray, rtol: float, deadline: float) -
 
 
 def newton_cg(S: np.ndarray, x: np.ndarray, *, check: Callable[[np.ndarray, np.ndarray, np.ndarray], bool],
-              gap: float, deadline: float = math.inf, max_steps: int = 1000) -> int:
+              gap: float, deadline: float = math.inf, max_steps: int = 1000, max_evals: int = 100_000) -> int:
     """Primal-dual Newton-CG on ``f`` over every pair of the centred rows ``S`` from
     the weights ``x`` (``iu`` order of ``np.triu_indices(m, 1)``; zeros are raised to
     ``1e-9`` of the largest), whose certificate's relative gap is ``gap``: the first
     ``mu`` puts the barrier's gap ``mu pairs`` at that share of ``sum x / 2``.
     ``check(lam, Phi, d2)`` certifies each iterate and returns True to stop.  Stops
-    there, at ``deadline``, after ``max_steps`` steps, or when a line search fails
-    (rounding level).  Returns the number of weights evaluated (one Cholesky each)."""
+    there, at ``deadline``, after ``max_steps`` steps or ``max_evals`` weights evaluated,
+    or when a line search fails (rounding level).  Returns the number of weights
+    evaluated (one Cholesky each, at most ``max(max_evals, 1)``)."""
     from scipy.linalg import LinAlgError
 
     m = S.shape[0]
@@ -146,7 +147,7 @@ def newton_cg(S: np.ndarray, x: np.ndarray, *, check: Callable[[np.ndarray, np.n
     f = barrier(lam, st)
     z = mu / lam
     for k in range(max_steps + 1):
-        if check(lam, st.Phi, st.d2) or time.perf_counter() > deadline or k == max_steps:
+        if check(lam, st.Phi, st.d2) or time.perf_counter() > deadline or k == max_steps or evals >= max_evals:
             break
         grad = 0.5 - 0.5 * st.d2 - mu / lam
         bd = z / lam
@@ -163,6 +164,8 @@ def newton_cg(S: np.ndarray, x: np.ndarray, *, check: Callable[[np.ndarray, np.n
         nz = dz < 0
         z = z + (min(1.0, _TO_BOUND * float(np.min(-z[nz] / dz[nz]))) if nz.any() else 1.0) * dz
         for _ in range(_HALVINGS):
+            if evals >= max_evals:
+                return evals
             lam_t = lam + t * step
             try:
                 st_t = _State(S, lam_t, iu)
