@@ -245,7 +245,8 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, monkeypatch):
     """Where the support is over the dense Hessian's cap (set to 0 here), Newton-CG over
     every pair takes L-BFGS-B's bracket to 1e-9: on the regular simplex (closed form
     ``c (m-1)/2``), a random full-rank problem and the groups' sums of a synthetic head
-    gradient (against the cvxpy interior-point reference); L-BFGS-B is not run again."""
+    gradient (against the cvxpy interior-point reference); L-BFGS-B is not run again.
+    Its certificate keeps the flow scalar-weighted over all the pairs, not as vectors."""
     import scipy.optimize
 
     from hilbertgeom import gradients as gr
@@ -282,6 +283,8 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, monkeypatch):
     r = du.weight_dual(S, tol=TOL, lam0=lam0)
     assert seen["cg"] == 1 and seen["lbfgs_after"] == 0
     assert r.status == "optimal" and r.relative_gap <= TOL
+    # after the barrier up to every pair has a weight: the flow stays scalar-weighted (pairs + m x d)
+    assert not r.flow.explicit
     if shape == "simplex":
         T = c * (m - 1) / 2.0
         assert r.value <= T * (1 + kernel_rtol(S.size)) and T <= (r.value + r.gap) * (1 + kernel_rtol(S.size))

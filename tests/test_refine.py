@@ -15,6 +15,7 @@ from helpers import U64, brute_pairs, kernel_rtol
 import hilbertgeom as hg
 from hilbertgeom import gradients as gr
 from hilbertgeom.exceptions import SolverError
+from hilbertgeom.tension import dual as du
 from hilbertgeom.tension import refine as rf
 from hilbertgeom.tolerances import tolerance
 
@@ -403,11 +404,16 @@ def stalled_head(monkeypatch):
     return head(120, 6, 16)
 
 
-def test_a_stalled_refinement_on_few_rows_is_finished_by_the_dual_over_every_pair(monkeypatch, capsys):
+@pytest.mark.parametrize("newton_cg", [False, True])
+def test_a_stalled_refinement_on_few_rows_is_finished_by_the_dual_over_every_pair(newton_cg, monkeypatch, capsys):
     """Where splitting stops narrowing the gap (forced here: nothing is ever split) on at
     most ``_POLISH_ROWS`` rows, the dual over every pair goes on from the refinement's
     flow weights and certifies ``tol`` (brute-force check); above that size, or with the
-    polish removed, the stall is reported as ``SolverError``."""
+    polish removed, the stall is reported as ``SolverError``.  With Newton-CG forced in the
+    dual (``newton_cg``: every pair gets a weight), the flow is returned scalar-weighted,
+    never as ``pairs x d`` vectors."""
+    if newton_cg:
+        monkeypatch.setattr(du, "_DENSE_SUPPORT", 0)
     G = stalled_head(monkeypatch)
     starts = []
     solve = rf.weight_dual
@@ -423,6 +429,8 @@ def test_a_stalled_refinement_on_few_rows_is_finished_by_the_dual_over_every_pai
     assert "splitting stalled" in err and "refine round   2" not in err  # one round, then the polish
     assert r.status == "optimal"
     check_certificate(r, G)
+    if newton_cg:  # the polish's flow over every pair stays scalar-weighted
+        assert not r.flow.explicit
     (shape, lam0), = starts
     assert shape == G.shape and np.array_equal(lam0, lam0.T) and np.count_nonzero(lam0) > 0
     monkeypatch.setattr(rf, "_POLISH_ROWS", G.shape[0] - 1)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._results import TensionResult, _certify
+from ._results import TensionResult, Weighted, _certify
 from .bracket import _repair
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -189,9 +189,11 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
         return st.Phi if st.Phi is not None else evaluate(st.x)[0]
 
     def certificate():
+        # scalar-weighted (its vectors made chunk by chunk, never all at once): after Newton-CG
+        # every pair has a weight, m (m - 1) / 2 x d floats as vectors (1.6 GB at m = 1024, d = 384)
         I, J, w = support()
         Phi = best_phi()
-        return _certify(S, st.P if st.P is not None else Phi, I, J, w[:, None] * (Phi[I] - Phi[J]),
+        return _certify(S, st.P if st.P is not None else Phi, I, J, Weighted(w, Phi),
                         method=method, centered=False, iterations=st.evals, tol=tol)
 
     lbfgs(x, max(tol, _NEWTON_FROM))

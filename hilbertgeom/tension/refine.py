@@ -781,5 +781,7 @@ def _polish(X, P, value, cost, flow, *, tol, deadline, verbose, t0, report_scale
     if res.value > value:
         P = res.potential
     if res.flow.cost < cost:
-        return P, res.flow.pairs[:, 0], res.flow.pairs[:, 1], res.flow.vectors
+        f = res.flow
+        Y = Weighted(f.weights, f.base) if f.weights is not None and f.base is not None else f.vectors
+        return P, f.pairs[:, 0], f.pairs[:, 1], Y
     return P, I, J, Weighted(w, Phi)
