@@ -91,6 +91,27 @@ def test_auto_refines_large_head_gradients_and_groups_the_tail():
     assert dist.max() <= 1.0 + 8 * U64  # distinct points hold every pair's distance
 
 
+def test_auto_refines_head_gradients_of_a_few_hundred_rows_at_rank_32_and_up():
+    """At most 2048 distinct rows, ``auto`` takes refine for a head gradient (median row norm
+    at most 0.1 of the largest) of more than 256 rows with rank at least 32 or more than 1024
+    rows, where the ALM stalls on real gradients (``_HEAD_SPREAD`` in tension/solver.py); else
+    the ALM.  The shapes are judged from their definitions (norms, rank) and the refined
+    certificate is checked by brute force."""
+    from hilbertgeom.tension import solver as sv
+
+    G = head(400, 40, 32)  # rank 32 (the batch), median norm about 0.01 of the largest
+    assert np.linalg.matrix_rank(G) >= 32
+    r = hg.min_tension(G, tol=TOL)
+    assert r.method == "refine" and r.status == "optimal"
+    check_certificate(r, G)
+    assert sv._head_shaped(head(1100, 8, 32))  # more than 1024 rows: any rank
+    assert not sv._head_shaped(head(400, 8, 32))  # rank 8: the ALM (faster at low rank, few rows)
+    assert not sv._head_shaped(head(250, 40, 32))  # 256 rows or fewer
+    Z = np.random.default_rng(0).standard_normal((400, 40))
+    assert not sv._head_shaped(Z - Z.mean(axis=0))  # Gaussian rows: median norm about 0.7 of the largest
+    assert hg.min_tension(Z - Z.mean(axis=0), tol=1e-6).method == "alm"
+
+
 def test_refine_narrows_the_bracket():
     """On real-shaped rows the refined certificate is far tighter than tension_bounds
     and than tension_bracket's, and inside both."""

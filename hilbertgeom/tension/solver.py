@@ -206,6 +206,30 @@ _IRLS_STEPS = 30
 _IRLS_KEEP = 1e-3  # the restart keeps the pairs with at least this share of the largest weight
 _IRLS_GAP = 1e-2  # after the first outer step: restart from IRLS above this gap
 _REFINE_MIN_V = _IRLS_MAX_V  # "auto": cluster refinement above this many (distinct) rows
+#: "auto" also takes the cluster refinement for a head gradient of more than _HEAD_MIN_V distinct
+#: rows: its median row norm at most _HEAD_SPREAD of the largest (the MiniLM gradients' top 300 to
+#: 4096 rows: 7e-5 to 0.036; Gaussian rows: 0.6 to 0.9), and more than 1024 rows or rank at least
+#: _HEAD_MIN_RANK.  Measured with benchmarks/bench_refine.py (2026-12-05, `--time-limit 60`,
+#: refine against the ALM given the same time): refine certified 1e-6 in 8-58 s on the MiniLM top
+#: 300 (d = 384), 512 and 1024 (d = 32 and 384) and 2048 (d = 32), where the ALM was left at
+#: 2e-2 to 4.5e-1; on the top 300 at d = 16 the ALM certified in 9.4 s and refine took 26.6 s
+#: (trained: 3.8 s and 3.7 s).  On Gaussian rows refine is the slower (V = 500, d = 64: the ALM
+#: 10.9 s, refine 4.2e-2 after 60 s)
+_HEAD_MIN_V = 256
+_HEAD_SPREAD = 0.1
+_HEAD_MIN_RANK = 32
+
+
+def _head_shaped(G: np.ndarray) -> bool:
+    """Whether "auto" takes the cluster refinement for the (distinct, scaled) rows ``G`` of at
+    most ``_REFINE_MIN_V`` rows: a head gradient's shape (see ``_HEAD_SPREAD``)."""
+    V = G.shape[0]
+    if V <= _HEAD_MIN_V:
+        return False
+    n = _rownorms(G)
+    if not float(np.median(n)) <= _HEAD_SPREAD * float(n.max()):
+        return False
+    return V > 1024 or int(np.linalg.matrix_rank(G - G.mean(axis=0))) >= _HEAD_MIN_RANK
 
 
 def _irls_flow(Cs: np.ndarray, steps: int, deadline: float):
@@ -403,7 +427,10 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
         Project ``G`` with ``P = I - 11^T/V`` first instead of raising; the
         result records it (``centered=True``).
     method : {"auto", "alm", "refine", "cvxpy-potential", "cvxpy-flow"}
-        ``auto``: ``refine`` above 2048 distinct rows, else ``alm``.
+        ``auto``: ``refine`` above 2048 distinct rows, and for a head
+        gradient above 256 (median row norm at most 0.1 of the largest, and
+        more than 1024 rows or rank at least 32: there it certifies in
+        seconds where the ALM stalls), else ``alm``.
         ``refine`` (cluster refinement, for head gradients): the rows are
         grouped by the point they take in a short reduced solve, the groups'
         problem (one row per group, its sum) is solved by ``alm`` (at high
@@ -575,7 +602,8 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     if Gm.shape[0] == 1:  # every row equal: G = 0 up to rounding, handled above
         Gm = Xs
         merged = False
-    alg = "refine" if method == "refine" or (method == "auto" and Gm.shape[0] > _REFINE_MIN_V) else "alm"
+    auto_refine = method == "auto" and (Gm.shape[0] > _REFINE_MIN_V or _head_shaped(Gm))
+    alg = "refine" if method == "refine" or auto_refine else "alm"
     res, best, why = _solve_and_lift(Gm, X, Xs, e2, exact, merged, inv, counts, tol=tol, max_iter=max_iter,
                                      verbose=verbose, deadline=deadline, centered=centered, method=alg)
     if merged and res.status != "optimal" and best.status == "optimal" and time.perf_counter() <= deadline:
