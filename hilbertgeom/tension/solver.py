@@ -224,11 +224,12 @@ def _head_shaped(G: np.ndarray) -> bool:
     """Whether "auto" takes the cluster refinement for the (distinct, scaled) rows ``G`` of at
     most ``_REFINE_MIN_V`` rows: a head gradient's shape (see ``_HEAD_SPREAD``)."""
     V = G.shape[0]
-    if V <= _HEAD_MIN_V:
+    if V <= _HEAD_MIN_V or (V <= 1024 and min(G.shape) < _HEAD_MIN_RANK):
         return False
     n = _rownorms(G)
     if not float(np.median(n)) <= _HEAD_SPREAD * float(n.max()):
         return False
+    # the rank by one SVD of at most 1024 rows (well under the solve's time)
     return V > 1024 or int(np.linalg.matrix_rank(G - G.mean(axis=0))) >= _HEAD_MIN_RANK
 
 
@@ -429,8 +430,8 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     method : {"auto", "alm", "refine", "cvxpy-potential", "cvxpy-flow"}
         ``auto``: ``refine`` above 2048 distinct rows, and for a head
         gradient above 256 (median row norm at most 0.1 of the largest, and
-        more than 1024 rows or rank at least 32: there it certifies in
-        seconds where the ALM stalls), else ``alm``.
+        more than 1024 rows or rank at least 32: on real gradients there it
+        certifies in under a minute where the ALM stalls), else ``alm``.
         ``refine`` (cluster refinement, for head gradients): the rows are
         grouped by the point they take in a short reduced solve, the groups'
         problem (one row per group, its sum) is solved by ``alm`` (at high
