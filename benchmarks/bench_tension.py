@@ -106,7 +106,7 @@ def main() -> None:
     n = min(args.solve_rows, V)
     X = top_rows(G, n)
     t_s, r = timed(lambda: hg.min_tension(X, tol=1e-6, time_limit=args.time_limit, verbose=False))
-    print(f"{'ALM, top ' + str(n) + ' rows':<26} {t_s:8.1f} s  status {r.status}  T in [{r.value:.10g}, "
+    print(f"{r.method + ', top ' + str(n) + ' rows':<26} {t_s:8.1f} s  status {r.status}  T in [{r.value:.10g}, "
           f"{r.flow.cost:.10g}]  rel gap {r.relative_gap:.1e}  {peak()}")
 
     print("\n-- projected RowNorm decrease / optimal decrease (same eta), over the gradient suite --")
