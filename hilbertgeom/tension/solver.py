@@ -209,7 +209,7 @@ _REFINE_MIN_V = _IRLS_MAX_V  # "auto": cluster refinement above this many (disti
 #: "auto" also takes the cluster refinement for a head gradient of more than _HEAD_MIN_V distinct
 #: rows: its median row norm at most _HEAD_SPREAD of the largest (the MiniLM gradients' top 300 to
 #: 4096 rows: 7e-5 to 0.036; Gaussian rows: 0.6 to 0.9), and more than 1024 rows or rank at least
-#: _HEAD_MIN_RANK.  Measured with benchmarks/bench_refine.py (2026-12-05, `--time-limit 60`,
+#: _HEAD_MIN_RANK (up to _HEAD_ANY_RANK rows).  Measured with benchmarks/bench_refine.py (2026-12-05, `--time-limit 60`,
 #: refine against the ALM given the same time): refine certified 1e-6 in 8-58 s on the MiniLM top
 #: 300 (d = 384), 512 and 1024 (d = 32 and 384) and 2048 (d = 32), where the ALM was left at
 #: 2e-2 to 4.5e-1; on the top 300 at d = 16 the ALM certified in 9.4 s and refine took 26.6 s
@@ -218,19 +218,22 @@ _REFINE_MIN_V = _IRLS_MAX_V  # "auto": cluster refinement above this many (disti
 _HEAD_MIN_V = 256
 _HEAD_SPREAD = 0.1
 _HEAD_MIN_RANK = 32
+_HEAD_ANY_RANK = 1024
 
 
 def _head_shaped(G: np.ndarray) -> bool:
     """Whether "auto" takes the cluster refinement for the (distinct, scaled) rows ``G`` of at
     most ``_REFINE_MIN_V`` rows: a head gradient's shape (see ``_HEAD_SPREAD``)."""
     V = G.shape[0]
-    if V <= _HEAD_MIN_V or (V <= 1024 and min(G.shape) < _HEAD_MIN_RANK):
+    if V <= _HEAD_MIN_V:
         return False
     n = _rownorms(G)
     if not float(np.median(n)) <= _HEAD_SPREAD * float(n.max()):
         return False
-    # the rank by one SVD of at most 1024 rows (well under the solve's time)
-    return V > 1024 or int(np.linalg.matrix_rank(G - G.mean(axis=0))) >= _HEAD_MIN_RANK
+    if V > _HEAD_ANY_RANK:
+        return True
+    # the rank by one SVD of at most _HEAD_ANY_RANK rows (well under the solve's time), where it can be high enough
+    return min(G.shape) >= _HEAD_MIN_RANK and int(np.linalg.matrix_rank(G - G.mean(axis=0))) >= _HEAD_MIN_RANK
 
 
 def _irls_flow(Cs: np.ndarray, steps: int, deadline: float):
