@@ -168,15 +168,15 @@ def test_refine_places_the_tail(monkeypatch):
     X = G / np.abs(G).max()
     X -= X.mean(axis=0)
     seen = []
-    real = pl.place_rows
+    real = pl.place_pass
 
     def spy(X_, P, rows, **kw):
         seen.append(rows.copy())
         return real(X_, P, rows, **kw)
 
-    monkeypatch.setattr(rf, "place_rows", spy)
+    monkeypatch.setattr(rf, "place_pass", spy)
     P1 = rf._refine_solve(X, tol=1e-12, max_rounds=1, verbose=False)[0]
-    monkeypatch.setattr(rf, "place_rows", lambda X_, P, rows, **kw: (P, 0.0))
+    monkeypatch.setattr(rf, "place_pass", lambda X_, P, rows, **kw: (P, 0.0, rows))
     P0 = rf._refine_solve(X, tol=1e-12, max_rounds=1, verbose=False)[0]
     assert seen and seen[0].size > 0
     n = np.linalg.norm(X, axis=1)
@@ -195,7 +195,7 @@ def test_refine_places_only_once_rounds_stop_halving_the_gap(monkeypatch):
     X = G / np.abs(G).max()
     X -= X.mean(axis=0)
     calls, gaps = [], []
-    real = pl.place_rows
+    real = pl.place_pass
 
     def spy(X_, P, rows, **kw):
         calls.append(len(gaps))  # the number of rounds reported so far
@@ -214,7 +214,7 @@ def test_refine_places_only_once_rounds_stop_halving_the_gap(monkeypatch):
             before, after = msg.split("lower bound ")[1].split(" (goal")[0].split(" -> ")
             placed_lines.append((len(gaps), float(before), float(after)))
 
-    monkeypatch.setattr(rf, "place_rows", spy)
+    monkeypatch.setattr(rf, "place_pass", spy)
     monkeypatch.setattr(rf, "_progress", progress)
     # the schedule alone: the weights' descent (next test) closes this head's gap in round 2
     monkeypatch.setattr(rf, "_descend_weights", lambda *a, **k: None)
@@ -245,13 +245,13 @@ def test_refine_descends_the_weights_in_placed_rounds(monkeypatch):
     X -= X.mean(axis=0)
     lines = []
     placed = []
-    real = pl.place_rows
+    real = pl.place_pass
 
     def spy(X_, P, rows, **kw):
         placed.append(sum("rel gap " in m for m in lines))
         return real(X_, P, rows, **kw)
 
-    monkeypatch.setattr(rf, "place_rows", spy)
+    monkeypatch.setattr(rf, "place_pass", spy)
     monkeypatch.setattr(rf, "_progress", lines.append)
     rf._refine_solve(X, tol=1e-12, max_rounds=3, verbose=True)
     gaps = [float(m.split("rel gap ")[1].split()[0]) for m in lines if "rel gap " in m]
@@ -279,10 +279,10 @@ def test_place_tail_passes(monkeypatch, shrink, until_deadline, passes):
 
     def fake_place(X_, P, rows, deadline):
         count.append(1)
-        return P + 1.0, 1.0
+        return P + 1.0, 1.0, rows  # every row left open
 
     goal = 10.0
-    monkeypatch.setattr(rf, "place_rows", fake_place)
+    monkeypatch.setattr(rf, "place_pass", fake_place)
     # after k passes the value is goal - 8 shrink^k: a pass closes (1 - shrink) of what is left
     monkeypatch.setattr(rf, "_feasible_value", lambda X_, P: (goal - 8.0 * shrink ** float(P[0, 0]), P, None))
     P0 = np.zeros((1, 1))
@@ -387,3 +387,66 @@ def test_a_moved_row_bounds_the_next_in_its_block(monkeypatch, block):
     assert SOLVER.close(got[0, 0], 0.48, scale=1.0) and SOLVER.close(got[1, 0], -0.52, scale=1.0)
     assert np.abs(got[:, 1]).max() <= SOLVER.bound(1.0)
     assert SOLVER.close(gained, 1.0, scale=1.0)
+
+
+def test_open_rows_closed_form():
+    """Closed form, three rows on a line (radius 0.6): ``A`` and ``B`` pull toward ``+e1``
+    from 0 and -0.5, ``C`` (no pull) stays at 0.  ``A`` goes first, to 0.5, where ``B``'s
+    ball holds it; ``B`` then moves 0.6 to 0.1 and stops at its trust ball.  Both are
+    left open: ``B`` by its trust ball, ``A`` because ``B``, which it touches, moved after
+    it.  Passes over the open rows alone then reach the optimum ``A = B = 1`` (``C``'s ball),
+    where none is open."""
+    X = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    P = np.array([[0.0, 0.0], [-0.5, 0.0], [0.0, 0.0]])
+    got, gained, left = pl.place_pass(X, P, np.arange(2), radius=0.6)
+    assert SOLVER.close(got[0, 0], 0.5, scale=1.0) and SOLVER.close(got[1, 0], 0.1, scale=1.0)
+    assert left.tolist() == [0, 1]
+    passes = 1
+    while left.size:
+        got, more, left = pl.place_pass(X, got, left, radius=0.6)
+        gained += more
+        passes += 1
+        assert passes <= 4  # not a tolerance: 1.0 and 0.7, then 1.0 for B
+    assert SOLVER.close(got[0, 0], 1.0, scale=1.0) and SOLVER.close(got[1, 0], 1.0, scale=1.0)
+    assert SOLVER.close(gained, 2.5, scale=1.0)
+    assert np.array_equal(got[2], P[2])
+
+
+def test_rows_not_left_open_gain_nothing_in_another_pass():
+    """On the grouped case with a small trust radius (most moves stop at it): a second
+    pass over every row gains, on each row the first pass did not leave open, no more than
+    the row's solve is accurate to (``_GAP`` of ``|x_i|``, the dual gap at which a row's
+    solve stops), and a second pass over the open rows alone gains what the full one
+    gains, less those rows' crumbs."""
+    G, n, _, P, _ = grouped_case()
+    rows = np.argsort(-n)[10:]
+    rows = rows[n[rows] > 0]
+    P1, _, left = pl.place_pass(G, P, rows, radius=0.01)
+    assert 0 < left.size < rows.size  # not a tolerance: some rows stopped at their trust ball, not all
+    P2, full, _ = pl.place_pass(G, P1, rows, radius=0.01)
+    per_row = np.einsum("ij,ij->i", G, P2 - P1)
+    closed = np.setdiff1d(rows, left)
+    crumbs = pl._GAP * n[closed]
+    assert np.all(per_row[closed] <= crumbs + kernel_rtol(G.shape[1]) * n[closed])
+    _, reduced, _ = pl.place_pass(G, P1, left, radius=0.01)
+    assert full > 0 and reduced >= full - float(crumbs.sum())
+
+
+def test_place_tail_ends_where_no_row_is_open(monkeypatch):
+    """A pass that leaves no row open ends the placement, even with no time for another
+    round (where passes otherwise go on while they gain); a pass places only the rows the
+    one before left open."""
+    import time
+
+    seen = []
+
+    def fake_place(X_, P, rows, deadline):
+        seen.append(rows.tolist())
+        return P + 1.0, 1.0, rows[:1] if len(seen) == 1 else rows[:0]
+
+    monkeypatch.setattr(rf, "place_pass", fake_place)
+    monkeypatch.setattr(rf, "_feasible_value", lambda X_, P: (float(P[0, 0]), P, None))
+    _, v = rf._place_tail(np.zeros((3, 1)), np.zeros((3, 1)), 0.0, np.arange(3), time.perf_counter() + 5.0, 10.0,
+                          True)
+    assert seen == [[0, 1, 2], [0]]
+    assert v == 2.0  # not a tolerance: two passes of the fake, one each

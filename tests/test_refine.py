@@ -541,3 +541,39 @@ def test_pricing_reaches_the_reference_from_a_sparse_pair_set():
     assert cost2 >= T * (1.0 - SOLVER.rtol)  # an upper bound of T
     assert cost2 - T <= TOL * T, (cost, cost2, T)
     assert cost2 == rf._lean_flow(X, I2, J2, w2, Phi2)[0]  # the cost of the flow returned
+
+
+def test_descent_stops_at_its_target():
+    """With a target the descent stops at the first flow whose cost (residual included) is
+    at most the target: here 1e-3 above T of the cvxpy reference, which the descent
+    without a target passes (to 1.4e-10 of T)."""
+    X = head(30, 3, 6, seed=2)
+    X = X - X.mean(axis=0)
+    I, J = np.triu_indices(X.shape[0], 1)
+    T = hg.min_tension(X, method="cvxpy-flow").value
+    target = T * (1.0 + 1e-3)
+    cost, w, Phi = rf._descend_weights(X, I, J, np.ones(I.size), 1e-12, np.inf, target=target)
+    full, _, _ = rf._descend_weights(X, I, J, np.ones(I.size), 1e-12, np.inf)
+    assert T * (1.0 - SOLVER.rtol) <= cost <= target
+    assert cost == rf._lean_flow(X, I, J, w, Phi)[0]
+    assert full < T * (1.0 + 1e-6) < cost  # not a tolerance: the target stopped it early
+
+
+def test_last_round_descends_after_its_placement(monkeypatch):
+    """In the last round the time its placement left goes on to the cheapest flow's
+    weights: a descent line follows the round's last placement line, and the upper bound
+    the round reports is where that descent ended (progress lines, 12 digits)."""
+    G = head(400, 8, 32)
+    G = G - G.mean(axis=0)
+    X = G / np.abs(G).max()
+    X -= X.mean(axis=0)
+    lines = []
+    monkeypatch.setattr(rf, "_progress", lines.append)
+    rf._refine_solve(X, tol=1e-12, max_rounds=1, verbose=True)
+    placed = [k for k, m in enumerate(lines) if "rows placed" in m]
+    round_line = next(k for k, m in enumerate(lines) if "rel gap " in m)
+    assert placed and placed[-1] < round_line
+    after = [m for m in lines[placed[-1]:round_line] if "descended" in m]
+    assert len(after) == 1, lines
+    ended = after[0].split(" -> ")[1].split()[0]
+    assert lines[round_line].split("T in [")[1].split("]")[0].split(", ")[1] == ended

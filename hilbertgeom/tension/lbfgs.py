@@ -35,16 +35,30 @@ _FALL = 0.1
 _ACTIVE = 1e-6
 #: at most this many cuts of the step in one line search (then the search has failed)
 _MAX_HALVINGS = 40
+#: with ``scaled``, the initial Hessian's diagonal is each variable's distance to the bound plus
+#: this share of the mean distance.  For the weights of a Laplacian's pairs the curvature of
+#: ``F`` in ``w_e`` is about ``R_e d_e^2`` (effective resistance times squared distance), at
+#: most ``d_e^2 / w_e``: its inverse scales with the weight, and the weights span ten orders of
+#: magnitude (on the shipped MiniLM gradient at full vocabulary, round 1: a fifth at the floor,
+#: the largest 2000 times the mean).  There, from round 1's descended and priced flow, ``F`` after
+#: 125 evaluations was 3.0e-7 of itself lower than with ``gamma I``, and 150 evaluations took the
+#: upper bound from 53.94160868 to 53.94154201 (solver units), where ``gamma I`` needed 300 to
+#: reach 53.94153666.  The share keeps variables at the bound (pairs just added by pricing) free
+#: to grow
+_SCALE_FLOOR = 1e-2
 
 
 def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np.ndarray, lower: float, *,
-                    maxcor: int = 20, max_evals: int = 1000) -> tuple[np.ndarray, float, int]:
+                    maxcor: int = 20, max_evals: int = 1000, scaled: bool = False) -> tuple[np.ndarray, float, int]:
     """Minimize ``f`` (``fg(x) -> (f, gradient)``) over ``x >= lower`` from ``x0``.
 
     A variable at or within ``_ACTIVE`` of its bound whose gradient points outward is set
     to the bound and held there for the iteration; the others move along the L-BFGS direction (``maxcor`` pairs; reset
     when it is not a descent direction), the step is projected onto the bound and
-    halved until Armijo's condition holds along the projected path.  Stops after
+    halved until Armijo's condition holds along the projected path.  The L-BFGS initial
+    Hessian is ``gamma I``, or with ``scaled`` ``gamma D`` with ``D`` each variable's
+    distance to the bound plus ``_SCALE_FLOOR`` of the mean distance (``gamma`` fitted to
+    the last pair in that metric; see :data:`_SCALE_FLOOR`).  Stops after
     ``max_evals`` evaluations, when a line search fails or the projected gradient
     vanishes; ``fg`` may also raise to stop.  Returns ``(x, f, evaluations)``: the
     last accepted point."""
@@ -59,7 +73,10 @@ def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np
         q = np.where(free, -g, 0.0)
         if not np.any(q):
             break
-        d = _two_loop(q, mem, free)
+        scale = None
+        if scaled:
+            scale = gap + _SCALE_FLOOR * float(gap.mean())
+        d = _two_loop(q, mem, free, scale)
         slope = float(g @ d)
         if not slope < 0:  # the memory does not give a descent direction: start it again
             mem.clear()
@@ -90,8 +107,9 @@ def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np
     return x, f, evals
 
 
-def _two_loop(q: np.ndarray, mem, free: np.ndarray) -> np.ndarray:
-    """The L-BFGS product ``H q`` on the free variables (the pairs restricted to them)."""
+def _two_loop(q: np.ndarray, mem, free: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+    """The L-BFGS product ``H q`` on the free variables (the pairs restricted to them),
+    from the initial Hessian ``gamma I``, or ``gamma diag(scale)`` where ``scale`` is given."""
     if not mem:
         return q
     q = q.copy()
@@ -101,7 +119,10 @@ def _two_loop(q: np.ndarray, mem, free: np.ndarray) -> np.ndarray:
         q -= a * np.where(free, y, 0.0)
         alphas.append(a)
     s, y, rho = mem[-1]
-    q *= 1.0 / (rho * float(y @ y))  # the initial Hessian gamma I, gamma = s'y / y'y
+    if scale is None:
+        q *= 1.0 / (rho * float(y @ y))  # the initial Hessian gamma I, gamma = s'y / y'y
+    else:
+        q *= scale * (1.0 / (rho * float(y @ (scale * y))))  # gamma D, gamma = s'y / y'Dy
     for (s, y, rho), a in zip(mem, reversed(alphas), strict=True):
         b = rho * float(y @ q)
         q += (a - b) * np.where(free, s, 0.0)

@@ -91,6 +91,10 @@ _BLOCK = 128
 #: MiniLM full vocabulary each have about 30,000 rows beyond ``1 - radius``: 7 GB a row, where a
 #: tail row has about 170)
 _MAX_BALLS = 4096
+#: a ball within this share of its radius from a row's new point counts as touching it
+#: (:func:`place_pass`'s open rows); a row solved to ``_GAP`` may stand a little inside the
+#: spheres that bind it, and a ball counted in needlessly only costs a row placed again
+_TOUCH = 1e-3
 
 
 def _into_balls(qd: np.ndarray, dd: float, c0: np.ndarray) -> float:
@@ -190,13 +194,21 @@ def _best_point(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, mu0: np.ndarray) -
 
 def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: float = math.inf,
                radius: float = _RADIUS) -> tuple[np.ndarray, float]:
+    """:func:`place_pass` without the rows left open: ``(potential, value gained)``."""
+    Phi, gain, _ = place_pass(X, Phi, rows, deadline=deadline, radius=radius)
+    return Phi, gain
+
+
+def place_pass(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: float = math.inf,
+               radius: float = _RADIUS) -> tuple[np.ndarray, float, np.ndarray]:
     """Each of ``rows`` in turn moved to its best point given all the others
     (Gauss-Seidel: a later row sees the earlier ones' new points).  ``Phi`` must
     be feasible (diameter at most 1); the result is, up to the rounding of one
     distance per pair (the certificate divides by the exact diameter).  A move
     is kept only where it raises ``<x_i, phi_i>`` and no row is farther than 1
     from the new point.  A row with more than ``_MAX_BALLS`` rows that can bound its
-    move is not moved.  Returns the new potential and the value gained.
+    move is not moved.  Returns the new potential, the value gained and the rows
+    left open (below).
 
     The rows that can bound a move (farther than ``1 - radius``) are screened
     ``_BLOCK`` rows at a time, by one GEMM ``Phi Phi_B^T`` and the squared norms,
@@ -204,7 +216,15 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
     ``1 - radius`` of the row, and a move (at most ``radius``) keeps it within 1.
     Each screened row's difference is formed exactly and checked after the move.
     Within a block, a moved row's distances to the rows still to come are made
-    again, so the screening is that of the current points."""
+    again, so the screening is that of the current points.
+
+    The rows left open, in the order of ``rows``, are those a later pass could still
+    move.  A row placed on its best point stays there while the balls it touches
+    stay where they are (its multipliers still hold, and a ball it does not touch has
+    none); so a row is left open where its trust ball or a row it touches (within
+    ``_TOUCH`` of distance 1) moved after it, where its step was not kept, or where
+    the deadline came first.  A row with more than ``_MAX_BALLS`` screened rows is
+    never open (it is never moved)."""
     Phi = np.array(Phi, dtype=np.float64, copy=True)
     d = Phi.shape[1]
     n = _rownorms(X)
@@ -215,6 +235,14 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
     prev_idx, prev_mu = np.zeros(0, np.intp), np.zeros(0)
     rows = np.asarray(rows, np.intp)
     rows = rows[n[rows] > 0]
+    # when each row was placed and last moved (its position in the pass), the rows each
+    # placed row touches, and the rows that are open whatever moves later
+    placed_at = np.full(Phi.shape[0], -1, np.intp)
+    moved_at = np.full(Phi.shape[0], -1, np.intp)
+    touched: dict[int, np.ndarray] = {}
+    stuck: list[int] = []
+    reached = 0  # rows[:reached] were looked at before the deadline
+    touch2 = (1.0 - _TOUCH) ** 2
     for start in range(0, rows.size, _BLOCK):
         if time.perf_counter() > deadline:
             break
@@ -229,8 +257,11 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
             col = D2[:, k]
             sel = np.flatnonzero(col > far2 - slack * (nn + nn[i]))
             sel = sel[sel != i]
+            at = start + k
+            reached = at + 1
             if sel.size > _MAX_BALLS:
                 continue
+            placed_at[i] = at
             Q = np.vstack([Phi[sel] - Phi[i], np.zeros((1, d))])
             r2 = np.append(np.ones(sel.size), radius * radius)
             # warm start: the previous row's multipliers on the rows both screened (rows of one
@@ -247,20 +278,33 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
             prev_idx, prev_mu = sel, mu
             g = float(X[i] @ step)
             if not g >= -_GIVE * n[i] or not np.any(step):
+                touched[i] = sel[np.einsum("ij,ij->i", Q[:-1], Q[:-1]) >= touch2]
                 continue
             # the screened rows' differences from the new point: the step ends on a binding ball's
             # sphere, and formed again a distance may be a rounding above 1; then shortened a little
             for shorten in _SHORTEN:
                 Qs = Q[:-1] - shorten * step
-                if float(np.einsum("ij,ij->i", Qs, Qs).max(initial=0.0)) <= 1.0:
+                sq = np.einsum("ij,ij->i", Qs, Qs)
+                if float(sq.max(initial=0.0)) <= 1.0:
                     break
             else:
+                stuck.append(i)
                 continue
             step = shorten * step
+            touched[i] = sel[sq >= touch2]
+            if float(step @ step) >= (radius * (1.0 - _TOUCH)) ** 2:
+                stuck.append(i)  # stopped by its trust ball: it may go on
             g = float(X[i] @ step)
+            moved_at[i] = at
             Phi[i] += step
             nn[i] = float(Phi[i] @ Phi[i])
             gain += g
             later = blk[k + 1 :]
             D2[i, k + 1 :] = nn[i] + nn[later] - 2.0 * (Phi[later] @ Phi[i])
-    return Phi, gain
+    open_ = np.zeros(Phi.shape[0], bool)
+    open_[stuck] = True
+    open_[rows[reached:]] = True  # not reached before the deadline
+    for i, nb in touched.items():
+        if nb.size and int(moved_at[nb].max()) > placed_at[i]:
+            open_[i] = True
+    return Phi, gain, rows[open_[rows]]
