@@ -561,15 +561,26 @@ def test_descent_stops_at_its_target():
 
 def test_last_round_descends_after_its_placement(monkeypatch):
     """In the last round the time its placement left goes on to the cheapest flow's
-    weights: a descent line follows the round's last placement line, and the upper bound
-    the round reports is where that descent ended (progress lines, 12 digits)."""
+    weights, with the last round's budget and stall window: a descent line follows the
+    round's last placement line, and the upper bound the round reports is where that
+    descent ended (progress lines, 12 digits)."""
     G = head(400, 8, 32)
     G = G - G.mean(axis=0)
     X = G / np.abs(G).max()
     X -= X.mean(axis=0)
     lines = []
+    kwargs = []
+    real = rf._descend_weights
+
+    def spy(*a, **k):
+        kwargs.append(k)
+        return real(*a, **k)
+
     monkeypatch.setattr(rf, "_progress", lines.append)
+    monkeypatch.setattr(rf, "_descend_weights", spy)
     rf._refine_solve(X, tol=1e-12, max_rounds=1, verbose=True)
+    last = kwargs[-1]  # the last round's: its own budget, stall share and window
+    assert (last["evals"], last["stall"], last["window"]) == (rf._LAST_EVALS, rf._LAST_STALL, rf._LAST_WINDOW)
     placed = [k for k, m in enumerate(lines) if "rows placed" in m]
     round_line = next(k for k, m in enumerate(lines) if "rel gap " in m)
     assert placed and placed[-1] < round_line
@@ -577,3 +588,58 @@ def test_last_round_descends_after_its_placement(monkeypatch):
     assert len(after) == 1, lines
     ended = after[0].split(" -> ")[1].split()[0]
     assert lines[round_line].split("T in [")[1].split("]")[0].split(", ")[1] == ended
+
+
+def test_couplings_stop_at_the_deadline(monkeypatch):
+    """A later round's couplings (a Laplacian solve and a flow over all member pairs each,
+    about 40 s at full vocabulary) stop once the deadline has passed: the clock is made to
+    jump past it inside round 2's first coupling, and no second coupling follows; the
+    refinement returns round 1's certificate with ``time_limit``."""
+    import time as _time
+
+    G = head(400, 8, 32)
+    G = G - G.mean(axis=0)
+    X = G / np.abs(G).max()
+    X -= X.mean(axis=0)
+    calls = []
+    jump = [0.0]
+    real = rf._coupling
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return _time.perf_counter() + jump[0]
+
+    def coupling(*a, **k):
+        calls.append(1)
+        if len(calls) == 4:  # round 1 tries three couplings
+            jump[0] = 1e7
+        return real(*a, **k)
+
+    monkeypatch.setattr(rf, "time", Clock)
+    monkeypatch.setattr(rf, "_coupling", coupling)
+    *_, rounds, why = rf._refine_solve(X, tol=1e-12, max_rounds=3, verbose=False,
+                                       deadline=_time.perf_counter() + 1e6)
+    assert len(calls) == 4 and rounds == 2 and why == "time_limit"
+
+
+@pytest.mark.parametrize("window", [10, 50])
+def test_descent_judges_a_stall_over_its_window(monkeypatch, window):
+    """The stall rule compares the cost with the cost ``window`` evaluations before: with a
+    stall share no gain can meet, the descent stops at evaluation ``window + 1``, not
+    earlier (a restarted L-BFGS gains little in its first evaluations)."""
+    X = head(30, 3, 6, seed=2)
+    X = X - X.mean(axis=0)
+    I, J = np.triu_indices(X.shape[0], 1)
+    count = []
+    real = rf.projected_lbfgs
+
+    def counting(fg, x0, lower, **kw):
+        def fg2(x):
+            count.append(1)
+            return fg(x)
+        return real(fg2, x0, lower, **kw)
+
+    monkeypatch.setattr(rf, "projected_lbfgs", counting)
+    rf._descend_weights(X, I, J, np.ones(I.size), 1e-12, np.inf, stall=1e15, window=window)
+    assert len(count) == window + 1

@@ -39,7 +39,7 @@ _MAX_HALVINGS = 40
 #: this share of the mean distance.  For the weights of a Laplacian's pairs the curvature of
 #: ``F`` in ``w_e`` is about ``R_e d_e^2`` (effective resistance times squared distance), at
 #: most ``d_e^2 / w_e``: its inverse scales with the weight, and the weights span ten orders of
-#: magnitude (on the shipped MiniLM gradient at full vocabulary, round 1: a fifth at the floor,
+#: magnitude (on the shipped MiniLM gradient at full vocabulary, round 1: 18% at the floor,
 #: the largest 2000 times the mean).  There, from round 1's descended and priced flow, ``F`` after
 #: 125 evaluations was 3.0e-7 of itself lower than with ``gamma I``, and 150 evaluations took the
 #: upper bound from 53.94160868 to 53.94154201 (solver units), where ``gamma I`` needed 300 to
