@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import U64, brute_pairs, kernel_rtol
-from test_refine import head, stalled_head
+from test_refine import head, solver_head, stalled_head
 
 import hilbertgeom as hg
 from hilbertgeom.tension import place as pl
@@ -163,10 +163,7 @@ def test_a_row_with_more_balls_than_the_cap_stays(monkeypatch):
 def test_refine_places_the_tail(monkeypatch):
     """One round of refinement on a real-shaped head: the placement is called on the
     small rows only, and its potential is kept only where it is no worse."""
-    G = head(400, 8, 32)
-    G = G - G.mean(axis=0)
-    X = G / np.abs(G).max()
-    X -= X.mean(axis=0)
+    X = solver_head()
     seen = []
     real = pl.place_pass
 
@@ -190,10 +187,7 @@ def test_refine_places_only_once_rounds_stop_halving_the_gap(monkeypatch):
     last round, or a deadline that leaves no room for another round).  Each call is
     checked against the gap the round reported before it, and the rounds' gaps are
     read off the progress lines."""
-    G = head(400, 8, 32)
-    G = G - G.mean(axis=0)
-    X = G / np.abs(G).max()
-    X -= X.mean(axis=0)
+    X = solver_head()
     calls, gaps = [], []
     real = pl.place_pass
 
@@ -239,10 +233,7 @@ def test_refine_descends_the_weights_in_placed_rounds(monkeypatch):
     descent takes the flow's cost from 7e-6 above the certified lower bound (a feasible
     potential's value) to within 1e-8 of it (measured: 7.1e-10); the rounds after report
     the same certified gap."""
-    G = head(400, 8, 32)
-    G = G - G.mean(axis=0)
-    X = G / np.abs(G).max()
-    X -= X.mean(axis=0)
+    X = solver_head()
     lines = []
     placed = []
     real = pl.place_pass

@@ -28,6 +28,15 @@ def head(V, d, batch, seed=0, scale=0.1):
     return gr.synthetic_head_gradient(V, d, batch=batch, seed=seed, logit_scale=scale).G
 
 
+def solver_head():
+    """``head(400, 8, 32)`` as the refinement receives it: centred, divided by its largest
+    entry, centred again."""
+    G = head(400, 8, 32)
+    G = G - G.mean(axis=0)
+    X = G / np.abs(G).max()
+    return X - X.mean(axis=0)
+
+
 def check_certificate(r, G):
     """The potential is feasible (brute-force diameter), the flow plus its residual
     balances G (divergence recomputed row by row), and the cost covers the flow."""
@@ -564,10 +573,7 @@ def test_last_round_descends_after_its_placement(monkeypatch):
     weights, with the last round's budget and stall window: a descent line follows the
     round's last placement line, and the upper bound the round reports is where that
     descent ended (progress lines, 12 digits)."""
-    G = head(400, 8, 32)
-    G = G - G.mean(axis=0)
-    X = G / np.abs(G).max()
-    X -= X.mean(axis=0)
+    X = solver_head()
     lines = []
     kwargs = []
     real = rf._descend_weights
@@ -597,10 +603,7 @@ def test_couplings_stop_at_the_deadline(monkeypatch):
     refinement returns round 1's certificate with ``time_limit``."""
     import time as _time
 
-    G = head(400, 8, 32)
-    G = G - G.mean(axis=0)
-    X = G / np.abs(G).max()
-    X -= X.mean(axis=0)
+    X = solver_head()
     calls = []
     jump = [0.0]
     real = rf._coupling
