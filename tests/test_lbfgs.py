@@ -10,10 +10,24 @@ import numpy as np
 from helpers import kernel_rtol
 from scipy.optimize import nnls
 
-from hilbertgeom.tension.lbfgs import projected_lbfgs
+from hilbertgeom.tension.lbfgs import _two_loop, new_memory, projected_lbfgs, resize_memory
 from hilbertgeom.tolerances import tolerance
 
 SOLVER = tolerance("solver")
+
+
+def _nnls_problem():
+    """``1/2 ||A x - y||^2`` over ``x >= 0``, a quarter of the bounds active at the optimum:
+    ``(A, y, fg)``."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((80, 40))
+    y = A @ np.where(rng.random(40) < 0.35, 0.0, rng.uniform(0.5, 2.0, 40)) - A @ rng.uniform(0, 0.3, 40)
+
+    def fg(x):
+        r = A @ x - y
+        return 0.5 * float(r @ r), A.T @ r
+
+    return A, y, fg
 
 
 def test_separable_quadratic_reaches_its_closed_form():
@@ -42,14 +56,7 @@ def test_nonnegative_least_squares_matches_nnls():
     """``1/2 ||A x - y||^2`` over ``x >= 0`` (coupled variables, a quarter active at the
     optimum): the value of SciPy's NNLS, an active-set method of its own, to rounding, the
     same active set, and the (unique) minimizer to the solver tolerance."""
-    rng = np.random.default_rng(1)
-    A = rng.standard_normal((80, 40))
-    y = A @ np.where(rng.random(40) < 0.35, 0.0, rng.uniform(0.5, 2.0, 40)) - A @ rng.uniform(0, 0.3, 40)
-
-    def fg(x):
-        r = A @ x - y
-        return 0.5 * float(r @ r), A.T @ r
-
+    A, y, fg = _nnls_problem()
     x_ref, res = nnls(A, y)
     f_ref = 0.5 * res * res
     x, f, _ = projected_lbfgs(fg, np.ones(40), 0.0, max_evals=2000)
@@ -122,3 +129,86 @@ def test_scaled_memory_solves_weights_spread_over_orders_of_magnitude():
     assert f - f_min <= SOLVER.rtol * f_min
     _, f_plain, _ = projected_lbfgs(fg, x0, 1e-12 * ws.mean(), maxcor=10, max_evals=400)
     assert f_plain - f_min > 1e-3 * f_min  # not a tolerance: the unscaled memory's distance, measured 1.6e-3
+
+
+def test_a_restart_given_the_memory_takes_the_steps_of_one_run():
+    """A run cut by its objective raising after an accepted step, then restarted from that
+    point with the memory it left, evaluates the same points, bit for bit, as one run that
+    was never cut (after the restart's evaluation of its start).  Without the memory the
+    restart's first step is steepest descent and leaves that path.  Bounds are active here
+    (the non-negative least squares above)."""
+    _, _, fg = _nnls_problem()
+    seen: list[np.ndarray] = []
+
+    def record(x):
+        seen.append(x.copy())
+        return fg(x)
+
+    projected_lbfgs(record, np.ones(40), 0.0, maxcor=5, max_evals=60)
+    whole = seen[:]
+
+    class CutError(Exception):
+        pass
+
+    restarts = 0
+    for k in range(15, 45):
+        mem = new_memory(5)
+        seen.clear()
+
+        def cut(x, k=k):
+            if len(seen) == k:
+                raise CutError
+            return record(x)
+
+        try:
+            projected_lbfgs(cut, np.ones(40), 0.0, maxcor=5, max_evals=60, memory=mem)
+        except CutError:
+            pass
+        s_last = mem[-1][0]
+        # evaluation k was accepted where it is an earlier point plus the memory's last step
+        if not any(np.array_equal(whole[k - 1] - p, s_last) for p in whole[: k - 1]):
+            continue
+        restarts += 1
+        seen.clear()
+        projected_lbfgs(record, whole[k - 1], 0.0, maxcor=5, max_evals=60 - k + 1, memory=mem)
+        assert np.array_equal(seen[0], whole[k - 1])
+        assert all(np.array_equal(a, b) for a, b in zip(seen[1:], whole[k:], strict=True))
+        seen.clear()
+        projected_lbfgs(record, whole[k - 1], 0.0, maxcor=5, max_evals=3)
+        assert not np.array_equal(seen[1], whole[k])  # not a tolerance: without it, another step
+    assert restarts >= 10  # not a tolerance: most evaluations end a step here
+
+
+def test_resized_memory_gives_the_new_variables_the_initial_hessian():
+    """Padded with zeros for appended variables, the memory's product ``H q`` is the old
+    product on the old variables and ``gamma q`` on the new ones (``gamma = s'y / y'y`` of
+    the last pair, unchanged); cut back, each pair's ``1 / s'y`` is recomputed on the
+    variables kept, and a pair without positive curvature there is dropped."""
+    rng = np.random.default_rng(5)
+    n, extra = 30, 7
+    mem = new_memory(4)
+    for _ in range(4):
+        s = rng.standard_normal(n)
+        y = s + 0.3 * rng.standard_normal(n)
+        mem.append((s, y, 1.0 / float(s @ y)))
+    q = rng.standard_normal(n + extra)
+    free = np.ones(n + extra, bool)
+    old = _two_loop(q[:n], mem, free[:n])
+    _, y0, rho0 = mem[-1]
+    gamma = 1.0 / (rho0 * float(y0 @ y0))
+    resize_memory(mem, n + extra)
+    assert len(mem) == 4 and all(s.size == y.size == n + extra for s, y, _ in mem)
+    new = _two_loop(q, mem, free)
+    # the same sums, with zeros added (BLAS may block them differently: rounding only)
+    assert np.abs(new[:n] - old).max() <= kernel_rtol(n + extra) * float(np.abs(old).max())
+    assert np.abs(new[n:] - gamma * q[n:]).max() <= kernel_rtol(n + extra) * float(np.abs(gamma * q[n:]).max())
+    # cut back to 20 variables; one pair made to curve the wrong way there
+    s, y, rho = mem[1]
+    y = y.copy()
+    y[:20] = -s[:20]
+    mem[1] = (s, y, rho)
+    resize_memory(mem, 20)
+    assert len(mem) == 3
+    for s, y, rho in mem:
+        assert s.size == y.size == 20
+        assert rho == 1.0 / float(s @ y)

@@ -646,3 +646,29 @@ def test_descent_judges_a_stall_over_its_window(monkeypatch, window):
     monkeypatch.setattr(rf, "projected_lbfgs", counting)
     rf._descend_weights(X, I, J, np.ones(I.size), 1e-12, np.inf, stall=1e15, window=window)
     assert len(count) == window + 1
+
+
+def test_descents_on_the_same_pairs_go_on_with_their_memory(monkeypatch):
+    """A placed round's descents share one L-BFGS memory: the descent after pricing starts
+    from the first descent's memory, widened to its new pairs, and the last round's descent
+    from that of the best flow (a restarted L-BFGS begins again from steepest descent and
+    gains little in its first evaluations).  Checked on the memory each descent is given: not
+    empty, the same deque, its vectors as long as the descent's pairs."""
+    X = solver_head()
+    seen = []
+    real = rf._descend_weights
+
+    def spy(X_, I, J, w, *a, **k):
+        mem = k.get("memory")
+        seen.append((I.size, id(mem), None if mem is None else [s.size for s, _, _ in mem]))
+        return real(X_, I, J, w, *a, **k)
+
+    monkeypatch.setattr(rf, "_descend_weights", spy)
+    rf._refine_solve(X, tol=1e-12, max_rounds=1, verbose=False)
+    assert len(seen) >= 3, seen  # the round's descent, at least one after pricing, the last round's
+    first, *rest = seen
+    assert first[2] == []  # the round's first descent starts a new memory
+    for size, ident, lengths in rest:
+        assert ident == first[1]
+        assert lengths and all(n == size for n in lengths)
+    assert seen[-1][0] > first[0]  # the last round's flow has the priced pairs

@@ -33,6 +33,9 @@ _FALL = 0.1
 #: points outward is held at ``lower`` (Bertsekas' epsilon-active set): the box above lets a
 #: variable only approach its bound, and one left free there spoils the direction
 _ACTIVE = 1e-6
+#: a pair ``(s, y)`` joins the memory only where ``s'y`` exceeds this share of ``y'y`` (positive
+#: curvature along ``s``; the inverse Hessian it builds stays positive definite)
+_CURVED = 1e-12
 #: at most this many cuts of the step in one line search (then the search has failed)
 _MAX_HALVINGS = 40
 #: with ``scaled``, the initial Hessian's diagonal is each variable's distance to the bound plus
@@ -49,7 +52,8 @@ _SCALE_FLOOR = 1e-2
 
 
 def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np.ndarray, lower: float, *,
-                    maxcor: int = 20, max_evals: int = 1000, scaled: bool = False) -> tuple[np.ndarray, float, int]:
+                    maxcor: int = 20, max_evals: int = 1000, scaled: bool = False,
+                    memory: deque | None = None) -> tuple[np.ndarray, float, int]:
     """Minimize ``f`` (``fg(x) -> (f, gradient)``) over ``x >= lower`` from ``x0``.
 
     A variable at or within ``_ACTIVE`` of its bound whose gradient points outward is set
@@ -58,14 +62,21 @@ def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np
     halved until Armijo's condition holds along the projected path.  The L-BFGS initial
     Hessian is ``gamma I``, or with ``scaled`` ``gamma D`` with ``D`` each variable's
     distance to the bound plus ``_SCALE_FLOOR`` of the mean distance (``gamma`` fitted to
-    the last pair in that metric; see :data:`_SCALE_FLOOR`).  Stops after
+    the last pair in that metric; see :data:`_SCALE_FLOOR`).  ``memory``, where given, is the
+    deque of ``(s, y, 1 / s'y)`` pairs the method starts from and updates in place (kept even
+    where ``fg`` raises; :func:`new_memory`): a second call from the last point a first one
+    accepted, given the first's memory, takes the steps the first would have taken next, where
+    the first stopped between two steps (a restart without it begins again from steepest
+    descent).  Stops after
     ``max_evals`` evaluations, when a line search fails or the projected gradient
     vanishes; ``fg`` may also raise to stop.  Returns ``(x, f, evaluations)``: the
     last accepted point."""
     x = np.maximum(np.asarray(x0, dtype=np.float64), lower)
     f, g = fg(x)
     evals = 1
-    mem: deque[tuple[np.ndarray, np.ndarray, float]] = deque(maxlen=maxcor)
+    mem = new_memory(maxcor) if memory is None else memory
+    if mem.maxlen != maxcor:
+        raise ValueError(f"the memory holds {mem.maxlen} pairs where maxcor is {maxcor}")
     while evals < max_evals:
         gap = x - lower
         active = (g > 0) & (gap <= _ACTIVE * float(gap.mean()))
@@ -101,10 +112,35 @@ def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np
             break
         s, y = xn - x, gn - g
         sy = float(s @ y)
-        if sy > 1e-12 * float(y @ y):
+        if sy > _CURVED * float(y @ y):
             mem.append((s, y, 1.0 / sy))
         x, f, g = xn, fn, gn
     return x, f, evals
+
+
+def new_memory(maxcor: int) -> deque:
+    """An empty L-BFGS memory of ``maxcor`` pairs for :func:`projected_lbfgs`."""
+    return deque(maxlen=maxcor)
+
+
+def resize_memory(mem: deque, n: int) -> None:
+    """The memory ``mem`` made to hold ``n`` variables, in place: pairs of a longer problem
+    (pairs joining a flow at the floor weight are appended) get zeros for the new variables,
+    so ``s'y`` is kept and the new variables start on the initial Hessian alone (their
+    curvature is not known); pairs of a shorter one lose their last variables, and with them
+    their share of ``s'y`` (a pair left without positive curvature is dropped).  One pair is
+    copied at a time (at full vocabulary a pair of vectors is 90 MB)."""
+    for _ in range(len(mem)):
+        s, y, rho = mem.popleft()
+        if s.size < n:
+            s, y = np.concatenate([s, np.zeros(n - s.size)]), np.concatenate([y, np.zeros(n - y.size)])
+        elif s.size > n:
+            s, y = s[:n], y[:n]
+            sy = float(s @ y)
+            if not sy > _CURVED * float(y @ y):
+                continue
+            rho = 1.0 / sy
+        mem.append((s, y, rho))
 
 
 def _two_loop(q: np.ndarray, mem, free: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 
 import numpy as np
 
@@ -45,7 +46,7 @@ from ._results import (
 from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress, _reduction, _repair
 from .dual import weight_dual
 from .hubs import Hubs
-from .lbfgs import projected_lbfgs
+from .lbfgs import new_memory, projected_lbfgs, resize_memory
 from .place import place_pass
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -85,6 +86,8 @@ _POLISH_ROWS = 1024
 #: ten; 3.06e-6 after 60)
 _DESCENT_STALL = 0.05
 _DESCENT_EVALS = 150
+#: the weights' L-BFGS keeps this many pairs
+_MAXCOR = 10
 #: in the last round (the last allowed, or at its end no room for another by ``_GROWTH``), the time
 #: left after the placement goes to the cheapest flow's weights: at most ``_LAST_EVALS`` evaluations,
 #: until ``_LAST_WINDOW`` of them lower the cost by less than ``_LAST_STALL`` of ``tol``, or until the
@@ -455,7 +458,7 @@ class _DescentStopError(Exception):
 def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: float,
                      report: tuple[str, float] | None = None, start: float | None = None,
                      evals: int = _DESCENT_EVALS, stall: float = _DESCENT_STALL, target: float = -math.inf,
-                     window: int = 10):
+                     window: int = 10, memory: deque | None = None):
     """The flow's scalar weights on its pairs, descended by projected L-BFGS (tension/lbfgs.py)
     on the dual over those pairs, ``F(w) = 1/2 <X, L_w^+ X> + 1/2 sum w`` (convex; gradient
     ``(1 - ||phi_i - phi_j||^2) / 2`` with ``Phi = L_w^+ X``; at its minimum each pair with weight
@@ -470,7 +473,11 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     ``target``.  Returns ``(cost, w, Phi)`` of the
     cheapest flow seen, its cost by :func:`_lean_flow` (residual included), or ``None``
     where no evaluation was cheaper than the start; ``start`` is that start's
-    :func:`_lean_flow` cost where the caller has it."""
+    :func:`_lean_flow` cost where the caller has it.  ``memory`` (``_MAXCOR`` pairs over these
+    pairs' weights, :func:`~hilbertgeom.tension.lbfgs.new_memory`) is the L-BFGS memory to start
+    from and to leave the last one in: a descent that goes on from an earlier one's weights on the
+    same pairs then starts where it stopped, not from steepest descent (with a non-empty
+    memory the start is not scaled along its ray: the memory's pairs were taken unscaled)."""
     if I.size == 0 or not np.any(w > 0):
         return None
     hub = Hubs.of(I, J, X.shape[0])  # the pairs are fixed: their hubs are found once
@@ -479,7 +486,8 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
         start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub)[0])
     # c w is the same flow for every c > 0 (Phi / c); F(c w) = A / c + c B is least at c = sqrt(A / B)
     A, B = float(np.sum(X * Phi0)), float(w.sum())
-    w = w * (math.sqrt(A / B) if A > 0 and B > 0 else 1.0)
+    if not memory:
+        w = w * (math.sqrt(A / B) if A > 0 and B > 0 else 1.0)
     floor = _WEIGHT_FLOOR * float(w.mean())
     best: list = [start, None, None]  # cost, weights, their Laplacian potential
     costs: list[float] = []
@@ -501,7 +509,7 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
         return 0.5 * float(np.sum(X * Phi)) + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
 
     try:
-        projected_lbfgs(fg, w, floor, maxcor=10, max_evals=evals, scaled=True)
+        projected_lbfgs(fg, w, floor, maxcor=_MAXCOR, max_evals=evals, scaled=True, memory=memory)
     except _DescentStopError:
         pass
     _, wb, Phi = best
@@ -516,13 +524,18 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
 
 
 def _price_and_descend(X: np.ndarray, I, J, w, Phi, cost: float, tol: float, deadline: float,
-                       report: tuple[str, float] | None = None):
+                       report: tuple[str, float] | None = None, memory: deque | None = None):
     """Column generation on the flow ``(I, J, w)`` whose Laplacian potential is ``Phi`` and
     whose cost is ``cost``: the pairs that ``Phi`` puts farther apart than 1 and the flow
     lacks (:func:`_violated_pairs`) join it at the floor weight of :func:`_descend_weights`,
     which then goes on; repeated ``_PRICE_ROUNDS`` times at most, while a repetition lowers
-    the cost by ``_DESCENT_STALL`` of ``tol`` (relative) and until ``deadline``.  Returns
-    ``(I, J, w, Phi, cost)``: the cheapest flow, with its pairs."""
+    the cost by ``_DESCENT_STALL`` of ``tol`` (relative) and until ``deadline``.  ``memory`` is
+    the L-BFGS memory of the descent that gave ``w`` (or ``None``): it goes on over the new
+    pairs, which it knows nothing of (:func:`~hilbertgeom.tension.lbfgs.resize_memory`), and is
+    left holding the memory of the flow returned.  Returns ``(I, J, w, Phi, cost)``: the
+    cheapest flow, with its pairs."""
+    if memory is None:
+        memory = new_memory(_MAXCOR)
     for _ in range(_PRICE_ROUNDS):
         if time.perf_counter() > deadline:
             break
@@ -536,8 +549,10 @@ def _price_and_descend(X: np.ndarray, I, J, w, Phi, cost: float, tol: float, dea
             break
         I2, J2 = np.concatenate([I, a]), np.concatenate([J, b])
         w2 = np.concatenate([w, np.full(a.size, _WEIGHT_FLOOR * float(w.mean()))])
-        down = _descend_weights(X, I2, J2, w2, tol, deadline, report)
+        resize_memory(memory, I2.size)
+        down = _descend_weights(X, I2, J2, w2, tol, deadline, report, memory=memory)
         if down is None:
+            resize_memory(memory, I.size)  # the flow keeps its pairs
             break
         gained = cost - down[0]
         I, J = I2, J2
@@ -651,6 +666,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     best_val, best_P = -math.inf, None
     z = np.zeros(0, np.intp)
     best_cost, best_flow = math.inf, (z, z, np.zeros(0), np.zeros_like(X))
+    best_mem = None  # the L-BFGS memory of the best flow's weights, where they were descended
     why = "iteration_limit"
     rounds = 0
     stuck = False  # splitting stopped narrowing the gap (not a limit of time or rounds)
@@ -722,7 +738,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if value > best_val:
             best_val, best_P = value, Pn
         if cost < best_cost:
-            best_cost, best_flow = cost, (I, J, w, Phi)
+            best_cost, best_flow, best_mem = cost, (I, J, w, Phi), None
         gap = _refine_gap(X, best_val, best_cost)
         tail = _tail_rows(n, labels, m)
         now = time.perf_counter()
@@ -735,17 +751,20 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if placed and gap > tol and time.perf_counter() < deadline:
             # first the flow's weights (a third of the gap in a few dozen evaluations at full
             # vocabulary), then the rows' placement, which may run to the deadline
-            down = _descend_weights(X, I, J, w, tol, deadline, report, start=cost)
+            mem = new_memory(_MAXCOR)
+            down = _descend_weights(X, I, J, w, tol, deadline, report, start=cost, memory=mem)
             if down is not None:
                 cost, w, Phi = down
             if _refine_gap(X, best_val, min(cost, best_cost)) > tol:
                 # then the pairs its potential puts beyond 1 (the coupling's pairs are those of
                 # adjacent groups; the optimal flow's are not all among them)
-                I, J, w, Phi, cost = _price_and_descend(X, I, J, w, Phi, cost, tol, deadline, report)
+                I, J, w, Phi, cost = _price_and_descend(X, I, J, w, Phi, cost, tol, deadline, report, memory=mem)
             if cost < best_cost:
                 best_cost, best_flow = cost, (I, J, w, Phi)
                 gap = _refine_gap(X, best_val, best_cost)
                 goal = _refine_goal(X, best_cost, tol)
+            if best_flow[0] is I:  # the memory is that of the best flow's pairs, for the last round
+                best_mem = mem
         if placed and tail.size and gap > tol:
             Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room, report)
             if value > best_val:
@@ -760,7 +779,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             Ib, Jb, wb, _ = best_flow
             down = _descend_weights(X, Ib, Jb, wb, tol, deadline, report, start=best_cost, evals=_LAST_EVALS,
                                     stall=_LAST_STALL, target=best_val * (1.0 + tol - _widening(X)),
-                                    window=_LAST_WINDOW)
+                                    window=_LAST_WINDOW, memory=best_mem)
             if down is not None:
                 best_cost, best_flow = down[0], (Ib, Jb, down[1], down[2])
                 gap = _refine_gap(X, best_val, best_cost)
