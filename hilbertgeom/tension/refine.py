@@ -786,7 +786,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         if verbose:
             f = report_scale
             _progress(f"  min_tension refine round {rounds:3d}: {m} groups, T in [{best_val * f:.12g}, "
-                      f"{best_cost * f:.12g}]  rel gap {gap:.2e}  pairs {I.size}  (groups' gap "
+                      f"{best_cost * f:.12g}]  rel gap {gap:.2e}  pairs {best_flow[0].size}  (groups' gap "
                       f"{res.relative_gap:.1e})  {time.perf_counter() - t0:.1f} s")
         if gap <= tol:
             why = "optimal"
