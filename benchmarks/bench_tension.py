@@ -92,8 +92,8 @@ def main() -> None:
     print(f"{'ALM (ours)':<26} {t_big:8.1f} s  T = {big.value:.10f}  certified rel gap {big.relative_gap:.1e}  "
           f"flow pairs {len(big.flow.pairs)}  {peak()}")
     if args.draws:
-        # other draws of the same shape: about half of them take the ALM's restart from the
-        # scalar-weight dual (its first outer step leaves a gap above 1e-2)
+        # other draws of the same shape: about half of them leave a gap above 1e-2 after the ALM's
+        # first outer step (where head-shaped rows restart from the scalar-weight dual)
         within = 0
         for seed in range(args.draws):
             t_s, r = timed(lambda seed=seed: hg.min_tension(gradient(V, d, seed), tol=1e-6, verbose=False))

@@ -707,6 +707,7 @@ def test_restart_from_the_scalar_weight_dual_keeps_certificates(monkeypatch):
     tol = 1e-9
     plain = {n: hg.min_tension(X, tol=tol) for n, X in hg.gradient_suite(48, 6, seed=1).items()}
     monkeypatch.setattr(solver, "_IRLS_GAP", -1.0)
+    monkeypatch.setattr(solver, "_spread_norms", lambda G: True)  # on every kind of rows, not only spread ones
     fired = []
     real = solver._irls_flow
     monkeypatch.setattr(solver, "_irls_flow", lambda *a: fired.append(1) or real(*a))
@@ -717,33 +718,28 @@ def test_restart_from_the_scalar_weight_dual_keeps_certificates(monkeypatch):
     assert fired  # the restart ran (cases solved by the first certificate never reach it)
 
 
-def test_restart_keeps_fewer_pairs_where_row_norms_are_even(monkeypatch):
-    """The restart's flow keeps the pairs with at least ``_IRLS_KEEP`` (1e-3) of the largest
-    weight where the row norms are spread as a head gradient's (median at most a tenth of the
-    largest), and at least ``_IRLS_KEEP_EVEN`` (0.1) of it on even rows (Gaussian), where the
-    wider flow made the ALM's next step slow.  Checked on the pairs it returns against the
-    weights of the same 30 IRLS steps, and on the share each kind of rows is given."""
+def test_restart_only_where_row_norms_are_spread(monkeypatch):
+    """The restart from the scalar-weight dual runs where the row norms are spread as a head
+    gradient's (median at most a tenth of the largest), for which it was made, and not on even
+    rows (Gaussian), where the ALM alone was faster (five draws of V = 2000, d = 32: 43-51 s
+    against 137-192 s).  Forced after every first outer step here; the ALM certifies both."""
     from hilbertgeom.gradients import synthetic_head_gradient
     from hilbertgeom.tension import solver
-    from hilbertgeom.tension.bracket import _irls_weights
 
-    shares = []
+    fired = []
     real = solver._irls_flow
 
-    def spy(Cs, steps, deadline, keep=solver._IRLS_KEEP):
-        shares.append((solver._spread_norms(Cs), keep))
-        return real(Cs, steps, deadline, keep)
+    def spy(Cs, *a):
+        fired.append(solver._spread_norms(Cs))
+        return real(Cs, *a)
 
     monkeypatch.setattr(solver, "_IRLS_GAP", -1.0)  # the restart after every first outer step
     monkeypatch.setattr(solver, "_irls_flow", spy)
     even = np.random.default_rng(0).standard_normal((60, 4))
     even -= even.mean(axis=0)
     spread = synthetic_head_gradient(60, 4, batch=12, seed=0).G
+    assert not solver._spread_norms(even) and solver._spread_norms(spread)
     for G in (even, spread):
-        hg.min_tension(G, method="alm", tol=1e-6)
-    assert shares == [(False, solver._IRLS_KEEP_EVEN), (True, solver._IRLS_KEEP)]
-    lam = _irls_weights(even, solver._IRLS_STEPS, math.inf)[0]
-    _, I, J, _ = real(even, solver._IRLS_STEPS, math.inf, solver._IRLS_KEEP_EVEN)
-    expect = np.argwhere(np.triu(lam >= solver._IRLS_KEEP_EVEN * lam.max(), 1))
-    assert np.array_equal(np.column_stack([I, J]), expect)
-    assert I.size < np.count_nonzero(np.triu(lam >= solver._IRLS_KEEP * lam.max(), 1))  # fewer pairs kept
+        r = hg.min_tension(G, method="alm", tol=1e-6)
+        check_certificate(G, r, tol=1e-6)
+    assert fired == [True]

@@ -203,15 +203,15 @@ def _potential_from_flow(I, J, Y, V):
 
 _IRLS_MAX_V = 2048  # dense V x V weights and Laplacian: 32 MiB each at this size
 _IRLS_STEPS = 30
-#: the restart keeps the pairs with at least this share of the largest weight on rows whose norms are
-#: spread as a head gradient's (``_spread_norms``); on the 1024 largest MiniLM rows at d = 32 a share
-#: of 1e-2 left the ALM's gap after 60 s 4.8 times wider (the truncated flow's residual costs more)
+#: the restart keeps the pairs with at least this share of the largest weight; on the 1024 largest
+#: MiniLM rows at d = 32 a share of 1e-2 left the ALM's gap after 60 s 4.8 times wider (the truncated
+#: flow's residual costs more)
 _IRLS_KEEP = 1e-3
-#: ... and on other rows (Gaussian).  There 1e-3 kept 725,820 to 780,403 of the 2 million pairs on the
-#: five of ten draws of V = 2000, d = 32 that take the restart, which then took 137-192 s (the ALM's
-#: next outer step about 140 s); with 0.1 they took 45-54 s (2026-12-05, docs/theory/tension.md)
-_IRLS_KEEP_EVEN = 0.1
-_IRLS_GAP = 1e-2  # after the first outer step: restart from IRLS above this gap
+#: after the first outer step: restart from IRLS above this gap, on rows whose norms are spread as a
+#: head gradient's (``_spread_norms``) only.  On even rows (Gaussian) the ALM goes on alone: five of
+#: ten draws of V = 2000, d = 32 leave a gap above it, and took 137-192 s with the restart, 43-51 s
+#: without (2026-12-06, docs/theory/tension.md)
+_IRLS_GAP = 1e-2
 _REFINE_MIN_V = _IRLS_MAX_V  # "auto": cluster refinement above this many (distinct) rows
 #: "auto" also takes the cluster refinement for a head gradient of more than _HEAD_MIN_V distinct
 #: rows: its median row norm at most _HEAD_SPREAD of the largest (the MiniLM gradients' top 300 to
@@ -247,7 +247,7 @@ def _head_shaped(G: np.ndarray) -> bool:
     return min(G.shape) >= _HEAD_MIN_RANK and int(np.linalg.matrix_rank(G - G.mean(axis=0))) >= _HEAD_MIN_RANK
 
 
-def _irls_flow(Cs: np.ndarray, steps: int, deadline: float, keep: float = _IRLS_KEEP):
+def _irls_flow(Cs: np.ndarray, steps: int, deadline: float):
     """A flow and a potential from the scalar-weight dual, for a restart of the ALM.
 
     :func:`hilbertgeom.tension.bracket._irls_weights` (reweighted least squares on
@@ -256,11 +256,11 @@ def _irls_flow(Cs: np.ndarray, steps: int, deadline: float, keep: float = _IRLS_
     carry the optimal flow in a few dozen steps where the ALM's own multipliers stay
     near the balanced flow (cross-entropy rows).  Dense in ``V``: used for
     ``V <= _IRLS_MAX_V``.  Returns the potential (diameter 1) and the flow on the pairs
-    whose weight is at least ``keep`` of the largest."""
+    whose weight is at least ``_IRLS_KEEP`` of the largest."""
     lam, Phi, _ = _irls_weights(Cs, steps, deadline)
     if not float(np.sum(Cs * Phi)) > 0:  # no useful scaling of the dual
         return None
-    iu, ju = np.nonzero(np.triu(lam >= keep * lam.max(), 1))
+    iu, ju = np.nonzero(np.triu(lam >= _IRLS_KEEP * lam.max(), 1))
     Y = lam[iu, ju][:, None] * (Phi[iu] - Phi[ju])
     P = Phi - Phi.mean(axis=0)
     Dn = row_diameter(P)
@@ -407,10 +407,11 @@ def _alm_solve(G: np.ndarray, *, tol: float, max_outer: int, verbose: bool, dead
             if best.status == "optimal":
                 why = "optimal"
                 break
-        if outer == 1 and start is None and best.relative_gap > _IRLS_GAP and V <= _IRLS_MAX_V:
+        if (outer == 1 and start is None and best.relative_gap > _IRLS_GAP and V <= _IRLS_MAX_V
+                and _spread_norms(Cs)):
             # the ALM's flow has not left the balanced flow's neighbourhood (cross-entropy
             # rows): restart from the scalar-weight dual's flow and potential
-            start = _irls_flow(Cs, _IRLS_STEPS, deadline, _IRLS_KEEP if _spread_norms(Cs) else _IRLS_KEEP_EVEN)
+            start = _irls_flow(Cs, _IRLS_STEPS, deadline)
             if start is not None:
                 P, st.I, st.J, st.L = start
                 newton_failed = True  # an L-BFGS warm-up from the new point
