@@ -110,10 +110,9 @@ def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np
             break
         if not fn <= f:
             break
-        s, y = xn - x, gn - g
-        sy = float(s @ y)
-        if sy > _CURVED * float(y @ y):
-            mem.append((s, y, 1.0 / sy))
+        pair = _curved_pair(xn - x, gn - g)
+        if pair is not None:
+            mem.append(pair)
         x, f, g = xn, fn, gn
     return x, f, evals
 
@@ -135,12 +134,18 @@ def resize_memory(mem: deque, n: int) -> None:
         if s.size < n:
             s, y = np.concatenate([s, np.zeros(n - s.size)]), np.concatenate([y, np.zeros(n - y.size)])
         elif s.size > n:
-            s, y = s[:n], y[:n]
-            sy = float(s @ y)
-            if not sy > _CURVED * float(y @ y):
-                continue
-            rho = 1.0 / sy
+            pair = _curved_pair(s[:n], y[:n])
+            if pair is not None:
+                mem.append(pair)
+            continue
         mem.append((s, y, rho))
+
+
+def _curved_pair(s: np.ndarray, y: np.ndarray):
+    """``(s, y, 1 / s'y)`` for the memory, or ``None`` where ``s'y`` is not above ``_CURVED``
+    of ``y'y`` (no positive curvature along ``s``)."""
+    sy = float(s @ y)
+    return (s, y, 1.0 / sy) if sy > _CURVED * float(y @ y) else None
 
 
 def _two_loop(q: np.ndarray, mem, free: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
