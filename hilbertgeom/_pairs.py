@@ -588,6 +588,53 @@ def cross_distance_upper(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return np.sqrt(F, out=F)
 
 
+def _centred_blocks(X, xp, *, tile: int, reach: float | None, order):
+    """The block pairs of :func:`sq_distance_tiles`, before their GEMM.
+
+    Yields ``(a0, b0, Ac, na, ra, Bc, nb, rb)``: the rows ``order[a0:a0 + len(Ac)]`` and
+    ``order[b0:b0 + len(Bc)]`` of ``X``, both centred on the mean ``c`` of the first block,
+    their squared centred norms ``n`` and the norms rounded up, ``r = sqrt(n) * up``
+    (:func:`_tile_error`).  ``a0 == b0`` marks a diagonal block (``Bc is Ac``).  Block
+    pairs that cannot hold a pair farther than ``reach`` are left out.  ``order`` is the
+    visiting order (:func:`_visit_order`).
+    """
+    V = X.shape[0]
+    gamma, _, _, up = _tile_error(X.shape[1], xp)
+    Xo = xp.take(X, order, axis=0)
+    nrm = xp.take(xp.sum(X * X, axis=1), order)
+    B = min(max(1, int(tile)), V)
+    # blocks: at most B rows, and a new block wherever the (sorted) norm drops by more
+    # than 4x, so that the few large rows of a head gradient never share a block (and
+    # so a centre) with its tail of tiny near-equal rows; at most 64 such extra cuts
+    drops = xp.nonzero(nrm[1:] * 16.0 < nrm[:-1])[0]
+    cuts = sorted({int(drops[t]) + 1 for t in range(min(64, drops.shape[0]))} | set(range(0, V, B)) | {V})
+    blocks = [(cuts[t], cuts[t + 1]) for t in range(len(cuts) - 1)]
+    for ta, (a0, a1) in enumerate(blocks):
+        c = xp.mean(Xo[a0:a1, :], axis=0)
+        Ac = Xo[a0:a1, :] - c
+        na = xp.sum(Ac * Ac, axis=1)
+        ra = xp.sqrt(na) * up
+        ma = float(xp.max(ra))
+        for b0, b1 in blocks[ta:]:
+            if b0 == a0:
+                Bc, nb, rb = Ac, na, ra
+            else:
+                Bc = Xo[b0:b1, :] - c
+                nb = xp.sum(Bc * Bc, axis=1)
+                rb = xp.sqrt(nb) * up
+            if reach is not None and ma + float(xp.max(rb)) <= reach * (1.0 - 4.0 * gamma):
+                continue
+            yield a0, b0, Ac, na, ra, Bc, nb, rb
+
+
+def _visit_order(X, xp, order):
+    """Rows by decreasing norm (stable) unless ``order`` is given: blocks then hold rows of
+    similar size."""
+    if order is not None:
+        return order
+    return xp.argsort(-xp.sum(X * X, axis=1), stable=True)
+
+
 def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, order=None):
     """All pairs of rows of ``X`` as GEMM-screened ``tile x tile`` blocks with a
     per-pair error bound -- the one tiled-distance loop of the library.
@@ -616,71 +663,84 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
 
     Yields :class:`TileBlock`; only indices and scalars leave the namespace.
     """
-    V, d = X.shape
-    gamma, kappa, floor, up = _tile_error(d, xp)
-    nrm = xp.sum(X * X, axis=1)
-    if order is None:
-        order = xp.argsort(-nrm, stable=True)
-    Xo = xp.take(X, order, axis=0)
-    B = min(max(1, int(tile)), V)
-    # blocks: at most B rows, and a new block wherever the (sorted) norm drops by more
-    # than 4x, so that the few large rows of a head gradient never share a block (and
-    # so a centre) with its tail of tiny near-equal rows; at most 64 such extra cuts
-    ns = xp.take(nrm, order)
-    drops = xp.nonzero(ns[1:] * 16.0 < ns[:-1])[0]
-    cuts = sorted({int(drops[t]) + 1 for t in range(min(64, drops.shape[0]))} | set(range(0, V, B)) | {V})
-    blocks = [(cuts[t], cuts[t + 1]) for t in range(len(cuts) - 1)]
+    _, kappa, floor, _ = _tile_error(X.shape[1], xp)
+    order = _visit_order(X, xp, order)
+    B = min(max(1, int(tile)), X.shape[0])
     ar = xp.arange(B)
     upper = xp.reshape(ar, (B, 1)) < xp.reshape(ar, (1, B))
-    for ta, (a0, a1) in enumerate(blocks):
-        A = Xo[a0:a1, :]
-        c = xp.mean(A, axis=0)
-        Ac = A - c
-        na = xp.sum(Ac * Ac, axis=1)
-        ra = xp.sqrt(na) * up
-        ma = float(xp.max(ra))
-        for b0, b1 in blocks[ta:]:
-            if b0 == a0:
-                Bc, nb, rb = Ac, na, ra
-            else:
-                Bc = Xo[b0:b1, :] - c
-                nb = xp.sum(Bc * Bc, axis=1)
-                rb = xp.sqrt(nb) * up
-            if reach is not None and ma + float(xp.max(rb)) <= reach * (1.0 - 4.0 * gamma):
+    for a0, b0, Ac, na, ra, Bc, nb, rb in _centred_blocks(X, xp, tile=tile, reach=reach, order=order):
+        if xp is np:  # the same values, in place (this loop is memory-bound beside the GEMM)
+            D2 = Ac @ Bc.T
+            D2 *= -2.0
+            D2 += na[:, None]
+            D2 += nb[None, :]
+            E = np.add(ra[:, None], rb[None, :])
+            np.square(E, out=E)
+            E *= kappa
+            E += floor
+        else:
+            D2 = xp.reshape(na, (-1, 1)) + xp.reshape(nb, (1, -1)) - 2.0 * (Ac @ xp.matrix_transpose(Bc))
+            s = xp.reshape(ra, (-1, 1)) + xp.reshape(rb, (1, -1))
+            E = kappa * (s * s) + floor
+        h, w = D2.shape
+        keep = upper[:h, :w] if b0 == a0 else None
+        yield TileBlock(order[a0 : a0 + h], order[b0 : b0 + w], D2, E, keep)
+
+
+_STRIP = 256  # rows of a block screened at a time by pairs_beyond (the strip's GEMM output stays in cache)
+
+
+def _beyond_candidates(X, thr: float, *, tile: int):
+    """NumPy screen of :func:`pairs_beyond`: the blocks of :func:`sq_distance_tiles`, each
+    cut into strips of ``_STRIP`` rows, and in a diagonal block only the columns from the
+    strip's first row on (the pairs ``p < q``).  Yields candidate index pairs (rows of ``X``).
+
+    A strip never forms ``D2`` or ``E``.  ``D2 + E > t^2`` is tested as
+    ``p_ij - n_j / 2 < (n_i - t^2) / 2 + E_s`` with ``p`` the GEMM's dot products and
+    ``E_s = kappa (max_strip r + max_cols r)^2 + floor``, at least every ``E_ij`` of the
+    strip: a pair with real distance above ``t`` has ``t^2 < (r_i + r_j)^2``, so the
+    subtraction, halving and the threshold's own roundings add at most
+    ``4u (r_i + r_j)^2`` in squared-distance units, which the slack ``2 E_s`` (twice the
+    per-pair bound, and ``E >= 10u (r_i + r_j)^2``) covers.  The test is therefore passed by
+    every pair that passes ``D2 + E > t^2`` (and by a few more, which the float64 check of
+    :func:`pairs_beyond` drops)."""
+    gamma, kappa, floor, _ = _tile_error(X.shape[1], np)
+    order = _visit_order(X, np, None)
+    t2 = thr * thr
+    lim = thr * (1.0 - 4.0 * gamma)
+    for a0, b0, Ac, na, ra, Bc, nb, rb in _centred_blocks(X, np, tile=tile, reach=thr, order=order):
+        diagonal = a0 == b0
+        half = 0.5 * nb
+        for s0 in range(0, Ac.shape[0], _STRIP):
+            s1 = min(Ac.shape[0], s0 + _STRIP)
+            c0 = s0 if diagonal else 0
+            ms, mb = float(ra[s0:s1].max()), float(rb[c0:].max())
+            if ms + mb <= lim:
                 continue
-            if xp is np:  # the same values, in place (this loop is memory-bound beside the GEMM)
-                D2 = Ac @ Bc.T
-                D2 *= -2.0
-                D2 += na[:, None]
-                D2 += nb[None, :]
-                E = np.add(ra[:, None], rb[None, :])
-                np.square(E, out=E)
-                E *= kappa
-                E += floor
-            else:
-                D2 = xp.reshape(na, (-1, 1)) + xp.reshape(nb, (1, -1)) - 2.0 * (Ac @ xp.matrix_transpose(Bc))
-                s = xp.reshape(ra, (-1, 1)) + xp.reshape(rb, (1, -1))
-                E = kappa * (s * s) + floor
-            h, w = D2.shape
-            keep = upper[:h, :w] if b0 == a0 else None
-            yield TileBlock(order[a0:a1], order[b0:b1], D2, E, keep)
+            M = Ac[s0:s1] @ Bc[c0:].T
+            M -= half[None, c0:]
+            rhs = 0.5 * (na[s0:s1] - t2) + (kappa * (ms + mb) ** 2 + floor)
+            ii, jj = np.nonzero(M < rhs[:, None])
+            if diagonal:
+                ok = jj + c0 > ii + s0
+                ii, jj = ii[ok], jj[ok]
+            if ii.size:
+                yield order[a0 + s0 + ii], order[b0 + c0 + jj]
 
 
 def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
-    """All pairs ``i < j`` with float64 ``||x_i - x_j|| > thr`` (screened with
-    :func:`sq_distance_tiles`, pruned by norms, confirmed with
-    :func:`pair_distance`).  Returns two int64 index arrays of ``xp``."""
+    """All pairs ``i < j`` with float64 ``||x_i - x_j|| > thr`` (screened with the blocks of
+    :func:`sq_distance_tiles`, pruned by norms, confirmed with :func:`pair_distance`).
+    Returns two int64 index arrays of ``xp``.  With NumPy the blocks are screened in strips
+    (:func:`_beyond_candidates`), about four times faster at ``V = 2000``."""
     out_i, out_j = [], []
     t2 = thr * thr
-    for blk in sq_distance_tiles(X, xp, tile=tile, reach=thr):
-        cand = blk.D2 + blk.E > t2
-        if blk.keep is not None:
-            cand = xp.logical_and(cand, blk.keep)
-        ii, jj = xp.nonzero(cand)
-        if ii.shape[0] == 0:
-            continue
-        gi = xp.astype(xp.take(blk.rows_a, ii), xp.int64)
-        gj = xp.astype(xp.take(blk.rows_b, jj), xp.int64)
+    if xp is np:
+        cands = _beyond_candidates(X, thr, tile=tile)
+    else:
+        cands = _tile_candidates(X, xp, thr, t2, tile)
+    for gi, gj in cands:
+        gi, gj = xp.astype(gi, xp.int64), xp.astype(gj, xp.int64)
         dist = pair_distance(xp.take(X, gi, axis=0) - xp.take(X, gj, axis=0), xp)
         ok = dist > thr
         gi, gj = gi[ok], gj[ok]
@@ -690,6 +750,17 @@ def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
         z = xp.zeros((0,), dtype=xp.int64)
         return z, z
     return xp.concat(out_i), xp.concat(out_j)
+
+
+def _tile_candidates(X, xp, thr, t2, tile):
+    """The array-API screen of :func:`pairs_beyond`: ``D2 + E > t^2`` on whole tiles."""
+    for blk in sq_distance_tiles(X, xp, tile=tile, reach=thr):
+        cand = blk.D2 + blk.E > t2
+        if blk.keep is not None:
+            cand = xp.logical_and(cand, blk.keep)
+        ii, jj = xp.nonzero(cand)
+        if ii.shape[0]:
+            yield xp.take(blk.rows_a, ii), xp.take(blk.rows_b, jj)
 
 
 def distance_sum_upper(X, xp, *, tile: int = 2048, weights=None) -> float:

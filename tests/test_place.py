@@ -213,18 +213,20 @@ def test_refine_places_only_once_rounds_stop_halving_the_gap(monkeypatch):
     # the schedule alone: the weights' descent (next test) closes this head's gap in round 2
     monkeypatch.setattr(rf, "_descend_weights", lambda *a, **k: None)
     monkeypatch.setattr(rf, "_price_and_descend", lambda X_, I, J, w, Phi, cost, *a, **k: (I, J, w, Phi, cost))
-    rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
-    assert len(gaps) == 4
+    rf._refine_solve(X, tol=1e-12, max_rounds=6, verbose=True)
+    assert len(gaps) == 6
     assert [r for r, _, _ in placed_lines] == calls  # one progress line per pass, before its round's line
     assert all(b >= a for _, a, b in placed_lines)
     placed = set(calls)
-    for r in (1, 2):  # a round not placed reports the gap it was judged on: it must have halved
+    for r in (1, 2, 3, 4):  # a round not placed reports the gap it was judged on: it must have halved
         halved = gaps[r] <= 0.5 * min(gaps[:r])
         assert (r in placed) or halved, (r, gaps, calls)
         assert halved or (r in placed), (r, gaps, calls)  # a round that did not halve is placed
     assert 0 not in placed  # the first round never (nothing to compare with, time left)
-    assert 3 in placed  # the last round always
-    assert {1, 2} - placed, (gaps, calls)  # on this head one middle round halves and is not placed
+    assert 5 in placed  # the last round always
+    # on this head a middle round halves and is not placed (which one depends on rounding in
+    # the groups' solves: round 2 with the ALM's former preconditioner, round 4 with today's)
+    assert {1, 2, 3, 4} - placed, (gaps, calls)
     assert not descended
 
 

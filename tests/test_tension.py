@@ -543,12 +543,12 @@ def test_balanced_flow_bound_on_massive_near_ties(tile):
     assert up <= exact * (1 + near_tie_rtol(G))
 
 
-def far_spread_pairs(seed: int):
-    """Rows spread over 1e3 with 60 partners at distance 1 + 3e-12 (the threshold of
+def far_spread_pairs(seed: int, n: int = 60):
+    """Rows spread over 1e3 with ``n`` partners at distance 1 + 3e-12 (the threshold of
     the test is 1): the GEMM's rounding (about u r^2 = 1e-10) decides such pairs."""
     rng = np.random.default_rng(seed)
-    base = 1e3 * rng.standard_normal((60, 3))
-    e = rng.standard_normal((60, 3))
+    base = 1e3 * rng.standard_normal((n, 3))
+    e = rng.standard_normal((n, 3))
     e /= np.linalg.norm(e, axis=1, keepdims=True)
     return np.vstack([base, base + (1 + 3e-12) * e])
 
@@ -559,47 +559,54 @@ def brute_pairs_beyond(X, thr):
     return set(zip(iu[dist > thr].tolist(), ju[dist > thr].tolist(), strict=True))
 
 
-def found_pairs_beyond(X, thr, tile):
+def found_pairs_beyond(X, thr, tile, xp=np):
     from hilbertgeom._pairs import pairs_beyond
 
-    i, j = pairs_beyond(X, np, thr, tile=tile)
-    return set(zip(i.tolist(), j.tolist(), strict=True))
+    i, j = pairs_beyond(xp.asarray(X), xp, thr, tile=tile)
+    return set(zip(np.asarray(i).tolist(), np.asarray(j).tolist(), strict=True))
 
 
-@pytest.mark.parametrize("tile", [16, 4096])
-def test_pairs_beyond_exact_at_the_threshold(tile):
+@pytest.mark.parametrize("n", [60, 350])
+@pytest.mark.parametrize("tile", [16, 300, 4096])
+@pytest.mark.parametrize("xp", ["numpy", "array_api_strict"])
+def test_pairs_beyond_exact_at_the_threshold(tile, n, xp):
     """The screened pair search finds exactly the pairs a direct float64 brute force
-    finds, including 60 pairs 3e-12 beyond the threshold that the GEMM cannot resolve."""
-    X = far_spread_pairs(0)
+    finds, including ``n`` pairs 3e-12 beyond the threshold that the GEMM cannot resolve:
+    NumPy's strips (700 rows: diagonal blocks of several strips, off-diagonal blocks at
+    tile 300) and the array-API tiles alike."""
+    ns = pytest.importorskip(xp)
+    X = far_spread_pairs(0, n)
     want = brute_pairs_beyond(X, 1.0)
-    assert all((i, i + 60) in want for i in range(60))
-    assert found_pairs_beyond(X, 1.0, tile) == want
+    assert all((i, i + n) in want for i in range(n))
+    assert found_pairs_beyond(X, 1.0, tile, ns) == want
 
 
 @pytest.mark.parametrize("plant", ["E = 0", "no re-centring, E = 0"])
-def test_planted_bug_in_the_tiles_is_caught(monkeypatch, plant):
+@pytest.mark.parametrize("xp", ["numpy", "array_api_strict"])
+def test_planted_bug_in_the_tiles_is_caught(monkeypatch, plant, xp):
     """Planted bugs in the shared tiled primitive: the error bound dropped (with or
     without the re-centring).  The pair search then misses pairs just beyond the
     threshold; the check above fails."""
     import hilbertgeom._pairs as pairs
 
-    real = pairs.sq_distance_tiles
+    ns = pytest.importorskip(xp)
+    real_error, real_blocks = pairs._tile_error, pairs._centred_blocks
+    monkeypatch.setattr(pairs, "_tile_error", lambda d, xp_: (real_error(d, xp_)[0], 0.0, 0.0, real_error(d, xp_)[3]))
+    if plant.startswith("no re-centring"):
 
-    def bugged(X, xp, **kw):
-        if plant.startswith("no re-centring"):
-            X = X + 0.0
-            for blk in real(X, xp, **kw):
-                A, B = X[blk.rows_a], X[blk.rows_b]
-                D2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
-                yield blk._replace(D2=D2, E=0.0 * blk.E)
-        else:
-            for blk in real(X, xp, **kw):
-                yield blk._replace(E=0.0 * blk.E)
+        def blocks(X, xp_, **kw):
+            order = kw["order"]
+            for a0, b0, Ac, _, _, Bc, _, _ in real_blocks(X, xp_, **kw):
+                A = xp_.take(X, order[a0 : a0 + Ac.shape[0]], axis=0)
+                B = xp_.take(X, order[b0 : b0 + Bc.shape[0]], axis=0)
+                nA, nB = xp_.sum(A * A, axis=1), xp_.sum(B * B, axis=1)
+                yield a0, b0, A, nA, xp_.sqrt(nA), B, nB, xp_.sqrt(nB)
 
-    X = far_spread_pairs(0)
+        monkeypatch.setattr(pairs, "_centred_blocks", blocks)
+
+    X = far_spread_pairs(0, 350)
     want = brute_pairs_beyond(X, 1.0)
-    monkeypatch.setattr(pairs, "sq_distance_tiles", bugged)
-    assert found_pairs_beyond(X, 1.0, 4096) != want
+    assert found_pairs_beyond(X, 1.0, 4096, ns) != want
 
 
 def test_planted_bug_no_recentring_is_caught(monkeypatch):
@@ -624,6 +631,31 @@ def test_tension_bounds_near_ties_bracket_the_solve():
     res = hg.min_tension(G, tol=tol)
     check_certificate(G, res, tol=tol)
     assert b.lower <= res.flow.cost and res.value <= b.upper
+
+
+def test_block_preconditioner_inverts_the_hessian_diagonal_blocks():
+    """The block-Jacobi preconditioner applies the inverse of each token's diagonal block of
+    the generalised Hessian, built here pair by pair from its definition
+    ``M_e = ((1 - w_e) I + w_e vh_e vh_e^T) / mu`` plus the ridge; token 0 touches no pair
+    (its block is the ridge alone)."""
+    from hilbertgeom.tension.solver import _incidence, _preconditioner
+
+    rng = np.random.default_rng(3)
+    V, k, m, mu, ridge = 40, 5, 300, 0.03, 1e-6
+    I = rng.integers(1, V, m)
+    J = 1 + (I - 1 + rng.integers(1, V - 1, m)) % (V - 1)
+    vh = rng.standard_normal((m, k))
+    vh /= np.linalg.norm(vh, axis=1, keepdims=True)
+    wa = rng.uniform(0.05, 1.0, (m, 1))
+    want = np.zeros((V, k, k)) + ridge * np.eye(k)
+    for e in range(m):
+        Me = ((1.0 - wa[e, 0]) * np.eye(k) + wa[e, 0] * np.outer(vh[e], vh[e])) / mu
+        want[I[e]] += Me
+        want[J[e]] += Me
+    R = rng.standard_normal((V, k))
+    got = _preconditioner(I, J, _incidence(I, J, V), vh, wa, mu, ridge)(R)
+    ref = np.stack([np.linalg.solve(want[v], R[v]) for v in range(V)])
+    assert np.abs(got - ref).max() <= tolerance("kernel", d=k * k).rtol * np.abs(ref).max()
 
 
 def test_diagonal_preconditioner_path(monkeypatch):

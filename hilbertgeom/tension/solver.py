@@ -66,30 +66,34 @@ class _ALMState:
         return f, grad, Y, v, nv
 
 
-def _preconditioner(Bm, vh, wa, mu, ridge):
+def _preconditioner(Ia, Ja, Bm, vh, wa, mu, ridge):
     """Block-Jacobi on the generalised Hessian: each token's ``k x k`` diagonal
-    block ``sum_e ((1 - w_e) I + w_e vh_e vh_e^T) / mu + ridge I``, accumulated
-    over chunks of pairs (never ``pairs x k x k`` at once), when the ``V`` blocks
-    fit in ``_BLOCK_BUDGET`` entries; otherwise Jacobi on its exact diagonal, a
-    ``(V, k)`` array.  (The scalar-weighted Laplacian of the active pairs,
-    factorised once per Newton step and shared by all columns, was measured as
-    well: as many CG iterations as the diagonal on cross-entropy gradients, at
-    several times the cost per step; see ``docs/theory/tension.md``.)"""
-    V, m = Bm.shape
+    block ``sum_e ((1 - w_e) I + w_e vh_e vh_e^T) / mu + ridge I`` over the active
+    pairs ``(Ia, Ja)`` that touch it, when the ``V`` blocks fit in ``_BLOCK_BUDGET``
+    entries; otherwise Jacobi on its exact diagonal, a ``(V, k)`` array.  A token's
+    rank-one terms are one small GEMM ``Z^T Z`` of its incident pairs' rows
+    ``sqrt(w_e / mu) vh_e`` (never ``pairs x k x k``, nor the pairs' outer products
+    in chunks, which cost eight times as long at ``V = 2000``, ``k = 32``).  (The
+    scalar-weighted Laplacian of the active pairs, factorised once per Newton step
+    and shared by all columns, was measured as well: as many CG iterations as the
+    diagonal on cross-entropy gradients, at several times the cost per step; see
+    ``docs/theory/tension.md``.)"""
+    V = Bm.shape[0]
     k = vh.shape[1]
-    absB = abs(Bm)
     if V * k * k > _BLOCK_BUDGET:
-        diag = np.asarray(absB @ (((1.0 - wa) + wa * vh * vh) / mu)) + ridge
+        diag = np.asarray(abs(Bm) @ (((1.0 - wa) + wa * vh * vh) / mu)) + ridge
         return lambda R: R / diag
-    absB = absB.tocsc()
-    blocks = np.zeros((V, k * k))
-    chunk = max(1, (1 << 22) // (k * k))
-    for c in range(0, m, chunk):
-        sl = slice(c, min(c + chunk, m))
-        M = (wa[sl, :, None] * vh[sl, :, None] * vh[sl, None, :]).reshape(-1, k * k) / mu
-        blocks += absB[:, sl] @ M
-    blocks = blocks.reshape(V, k, k)
-    iso = np.asarray(absB @ ((1.0 - wa[:, 0]) / mu)).ravel() + ridge
+    tok = np.concatenate([Ia, Ja])
+    inc = np.concatenate([np.arange(Ia.size), np.arange(Ia.size)])
+    o = np.argsort(tok, kind="stable")
+    tok, inc = tok[o], inc[o]
+    Z = vh[inc] * np.sqrt(wa[inc] / mu)
+    starts = np.searchsorted(tok, np.arange(V + 1))
+    blocks = np.empty((V, k, k))
+    for i in range(V):
+        Zi = Z[starts[i] : starts[i + 1]]
+        np.matmul(Zi.T, Zi, out=blocks[i])
+    iso = np.bincount(tok, weights=(1.0 - wa[inc, 0]) / mu, minlength=V) + ridge
     blocks[:, np.arange(k), np.arange(k)] += iso[:, None]
     inv = np.linalg.inv(blocks)
     return lambda R: np.einsum("vij,vj->vi", inv, R)
@@ -134,7 +138,7 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, 
             return (Bm @ w + ridge * X).ravel()
 
         H = LinearOperator((V * k, V * k), matvec=hv, dtype=float)
-        solve = _preconditioner(Bm, vh, wa, st.mu, ridge)
+        solve = _preconditioner(Ia, Ja, Bm, vh, wa, st.mu, ridge)
         Mpre = LinearOperator((V * k, V * k), dtype=float, matvec=lambda x, s=solve: s(x.reshape(V, k)).ravel())
         step, _ = cg(H, -g.ravel(), rtol=min(0.1, math.sqrt(gn)), atol=0.0, maxiter=200, M=Mpre)
         step = step.reshape(V, k)
