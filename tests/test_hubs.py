@@ -16,9 +16,10 @@ from hilbertgeom.tension import refine as rf
 from hilbertgeom.tension.hubs import Hubs
 
 
-def hub_pairs(V, k, seed, hub_hub=3, isolated=0):
+def hub_pairs(V, k, seed, hub_hub=3, isolated=0, tail_tail=0):
     """Pairs joining each tail row to one to three of ``k`` hubs, plus ``hub_hub`` pairs of
-    hubs; the last ``isolated`` rows only in pairs of weight 0.  Returns ``(I, J, w)``."""
+    hubs and ``tail_tail`` pairs of two tail rows (not isolated ones); the last ``isolated``
+    rows only in pairs of weight 0.  Returns ``(I, J, w)``."""
     rng = np.random.default_rng(seed)
     I, J, w = [], [], []
     for t in range(k, V):
@@ -28,6 +29,11 @@ def hub_pairs(V, k, seed, hub_hub=3, isolated=0):
             w.append(0.0 if t >= V - isolated else float(rng.uniform(0.1, 2.0)))
     for _ in range(hub_hub):
         a, b = rng.choice(k, size=2, replace=False)
+        I.append(int(a))
+        J.append(int(b))
+        w.append(float(rng.uniform(0.1, 2.0)))
+    for _ in range(tail_tail):
+        a, b = rng.choice(np.arange(k, V - isolated), size=2, replace=False)
         I.append(int(a))
         J.append(int(b))
         w.append(float(rng.uniform(0.1, 2.0)))
@@ -52,16 +58,20 @@ def grounded_reference(L, X, ground):
     return Phi
 
 
+@pytest.mark.parametrize("tail_tail", [0, 9])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_hub_potential_is_the_grounded_dense_solve(seed):
+def test_hub_potential_is_the_grounded_dense_solve(seed, tail_tail, monkeypatch):
     """Connected pairs: the potential has the first hub at 0 and solves every other row's
-    equation; it is the dense solve of those equations, and ``apply`` is ``L @ Phi``."""
+    equation; it is the dense solve of those equations, and ``apply`` is ``L @ Phi``.  With
+    pairs of two tail rows (and the dense hubs capped at the ``k`` true hubs) the rows that
+    cover them are linked rows, eliminated with the hubs."""
     V, k, d = 70, 6, 4
-    I, J, w = hub_pairs(V, k, seed)
+    I, J, w = hub_pairs(V, k, seed, tail_tail=tail_tail)
     X = np.random.default_rng(10 + seed).standard_normal((V, d))
     X -= X.mean(axis=0)
+    monkeypatch.setattr(hb, "_MAX_HUBS", k)
     hub = Hubs.of(I, J, V)
-    assert hub is not None
+    assert hub is not None and hub.kd == k and hub.k > k if tail_tail else hub.k == k
     Phi = hub.potential(X, w)
     assert Phi is not None
     L = dense_laplacian(I, J, w, V)
@@ -161,6 +171,51 @@ def test_hubs_are_the_shortest_prefix_by_degree_or_none():
     order = sorted(range(V), key=lambda r: (-deg[r], r))
     k = next(k for k in range(1, V + 1) if all(i in order[:k] or j in order[:k] for i, j in zip(I, J, strict=True)))
     assert hub is not None and hub.k == k and list(hub.hubs) == order[:k]
+    assert hub.kd == hub.k  # no pair left for linked rows
+
+
+def test_linked_rows_cover_the_pairs_no_hub_touches(monkeypatch):
+    """A path has no short prefix by degree: its first ``_MAX_HUBS`` rows in degree order are
+    dense hubs, and linked rows cover the pairs left, so the tail is an independent set (no
+    pair joins two tail rows).  Beyond ``_MAX_LINKED`` linked rows: ``None``."""
     n = 2 * hb._MAX_HUBS + 4
     path = np.arange(n - 1)
+    hub = Hubs.of(path, path + 1, n)
+    assert hub is not None and hub.kd == hb._MAX_HUBS and hub.k > hub.kd
+    tail = np.zeros(n, bool)
+    tail[hub.tail] = True
+    assert not np.any(tail[path] & tail[path + 1])
+    assert sorted(np.concatenate([hub.hubs, hub.tail]).tolist()) == list(range(n))
+    monkeypatch.setattr(hb, "_MAX_LINKED", hub.k - hub.kd - 1)
     assert Hubs.of(path, path + 1, n) is None
+
+
+def test_linked_rows_ground_a_component_without_dense_hubs(monkeypatch):
+    """A hub cluster and, apart from it, a path of five tail rows that no hub touches: the
+    path's linked rows form a component of their own, whose first linked row is at 0; the
+    potential is the grounded dense solve and the squared distances are each difference's."""
+    d = 3
+    I1, J1, w1 = hub_pairs(30, 3, seed=12, hub_hub=1, tail_tail=4)
+    path = np.arange(30, 34)
+    I = np.concatenate([I1, path])
+    J = np.concatenate([J1, path + 1])
+    w = np.concatenate([w1, np.random.default_rng(13).uniform(0.5, 1.5, path.size)])
+    V = 35
+    monkeypatch.setattr(hb, "_MAX_HUBS", 3)
+    hub = Hubs.of(I, J, V)
+    assert hub is not None and hub.kd == 3 and set(hub.hubs[:3]) == {0, 1, 2}
+    X = np.random.default_rng(14).standard_normal((V, d))
+    Phi = hub.potential(X, w)
+    assert Phi is not None
+    ground = np.zeros(V, bool)
+    ground[hub.hubs[0]] = True
+    ground[next(h for h in hub.hubs if h >= 30)] = True
+    L = dense_laplacian(I, J, w, V)
+    ref = grounded_reference(L, X, ground)
+    assert np.array_equal(Phi[ground], np.zeros((2, d)))
+    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * float(
+        np.abs(ref).max())
+    assert np.abs(hub.apply(w, Phi) - L @ Phi).max() <= kernel_rtol(V) * float((np.abs(L) @ np.abs(Phi)).max())
+    sq = hub.sq_distances(Phi)
+    want = np.array([np.sum((Phi[i] - Phi[j]) ** 2) for i, j in zip(I, J, strict=True)])
+    assert np.abs(sq - want).max() <= kernel_rtol(d) / hb._RECHECK * float(np.abs(Phi).max()) ** 2

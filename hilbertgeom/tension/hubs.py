@@ -34,57 +34,112 @@ _MAX_BLOCK = 1 << 25
 #: at most this many hubs (the Schur complement costs ``k^2 t`` multiply-adds: 1.1e10 at
 #: ``k = 600``, ``t = 30000``, about as long as the sparse LU)
 _MAX_HUBS = 600
+#: pairs that no hub touches are covered by "linked" rows (a vertex cover of those pairs, made
+#: greedily): at most this many such pairs, and at most this many linked rows
+_MAX_REST = 1 << 14
+_MAX_LINKED = 1024
 #: a squared distance from the GEMM below this share of ``|phi_i|^2 + |phi_j|^2`` (both
 #: centred) is recomputed from the difference: the GEMM form loses relative accuracy there
 _RECHECK = 1e-3
 
 
-class Hubs:
-    """The hub structure of the pairs ``(I, J)`` of ``V`` rows: ``hubs`` (the rows of
-    largest degree, ``k`` of them, that touch every pair), ``tail`` (the other rows), and
-    for each pair its hub's position ``a`` in ``hubs`` and its other end, as a tail
-    position ``t`` (``-1`` for a pair of two hubs, whose other hub is ``b``)."""
+def _cover(a: np.ndarray, b: np.ndarray, deg: np.ndarray) -> list[int]:
+    """A vertex cover of the pairs ``(a, b)``, greedily: each pair not yet covered takes its
+    end with more of these pairs (ties: the end of larger ``deg``, then the smaller index)."""
+    n = np.bincount(np.concatenate([a, b]))
+    chosen: set[int] = set()
+    for x, y in zip(a.tolist(), b.tolist(), strict=True):
+        if x in chosen or y in chosen:
+            continue
+        chosen.add(max((x, y), key=lambda r: (n[r], deg[r], -r)))
+    return sorted(chosen, key=lambda r: (-deg[r], r))
 
-    def __init__(self, I: np.ndarray, J: np.ndarray, V: int, order: np.ndarray, k: int):
-        rank = np.empty(V, np.intp)
-        rank[order] = np.arange(V)
-        rI, rJ = rank[I], rank[J]
-        lo, hi = np.minimum(rI, rJ), np.maximum(rI, rJ)
-        self.V, self.k = V, k
-        self.hubs, self.tail = order[:k], order[k:]
+
+class Hubs:
+    """The hub structure of the pairs ``(I, J)`` of ``V`` rows.
+
+    ``hubs`` (``k`` rows) touch every pair, so the other rows, the ``tail``, are an
+    independent set of the pair graph.  Its first ``kd`` rows are the rows of largest degree
+    (the dense hubs: their pairs with the tail form the dense block ``B``); the others, if any,
+    are *linked* rows, a vertex cover of the few pairs that no dense hub touches (on the
+    trained MiniLM gradient at full vocabulary, 660 of 1,137,418 pairs join two tail rows, and
+    81 rows cover them); their pairs with the tail are kept sparse.  For each pair: ``ht`` the
+    dense-hub-tail pairs with the hub's position ``a`` and the tail position ``t``; ``lt`` the
+    linked-tail pairs (positions ``la`` among the linked rows, ``lt_t`` in the tail); ``hh``
+    the pairs of two hubs (positions ``ha``, ``hb``)."""
+
+    def __init__(self, I: np.ndarray, J: np.ndarray, V: int, hubs: np.ndarray, kd: int):
+        k = hubs.size
+        self.V, self.k, self.kd = V, k, kd
+        in_hubs = np.zeros(V, bool)
+        in_hubs[hubs] = True
+        self.hubs, self.tail = hubs, np.flatnonzero(~in_hubs)
+        pos = np.full(V, -1, np.intp)
+        pos[hubs] = np.arange(k)
+        pos[self.tail] = np.arange(self.tail.size)
         self.I, self.J = I, J
-        self.ht = np.flatnonzero(hi >= k)  # hub-tail pairs
-        self.hh = np.flatnonzero(hi < k)  # hub-hub pairs
-        self.a, self.t = lo[self.ht], hi[self.ht] - k
-        self.ha, self.hb = lo[self.hh], hi[self.hh]
-        self.by_tail = np.argsort(self.t, kind="stable")  # the hub-tail pairs in tail order
+        hI, hJ = in_hubs[I], in_hubs[J]
+        both = hI & hJ
+        self.hh = np.flatnonzero(both)
+        self.ha, self.hb = pos[I[self.hh]], pos[J[self.hh]]
+        one = np.flatnonzero(~both)  # every pair touches the hubs: exactly one end is a hub here
+        hub_end = np.where(hI[one], I[one], J[one])
+        tail_end = np.where(hI[one], J[one], I[one])
+        ph = pos[hub_end]
+        dense = ph < kd
+        self.ht, self.a, self.t = one[dense], ph[dense], pos[tail_end[dense]]
+        self.lt, self.la, self.lt_t = one[~dense], ph[~dense] - kd, pos[tail_end[~dense]]
+        self.by_tail = np.argsort(self.t, kind="stable")  # the dense-hub-tail pairs in tail order
+        self.again = np.union1d(self.hh, self.lt)  # pairs whose distance is taken from the difference
 
     @classmethod
     def of(cls, I: np.ndarray, J: np.ndarray, V: int) -> Hubs | None:
-        """The structure, or ``None`` where no short prefix of the rows by degree touches
-        every pair (at most ``_MAX_HUBS`` rows, and ``k (V - k) <= _MAX_BLOCK``)."""
+        """The structure, or ``None`` where the hubs would be too many: the dense hubs are the
+        shortest prefix of the rows by degree (ties by index) that touches every pair touched by
+        the first ``_MAX_HUBS`` rows, with ``kd (V - kd) <= _MAX_BLOCK``; the pairs left (at
+        most ``_MAX_REST``) are covered by at most ``_MAX_LINKED`` linked rows (:func:`_cover`)."""
         if I.size == 0:
             return None
         deg = np.bincount(I, minlength=V) + np.bincount(J, minlength=V)
         order = np.argsort(-deg, kind="stable")
         rank = np.empty(V, np.intp)
         rank[order] = np.arange(V)
-        k = int(np.minimum(rank[I], rank[J]).max()) + 1
-        if k > _MAX_HUBS or k * (V - k) > _MAX_BLOCK:
+        lo = np.minimum(rank[I], rank[J])
+        near = lo < _MAX_HUBS
+        if not near.any():
             return None
-        return cls(I, J, V, order, k)
+        kd = int(lo[near].max()) + 1
+        if kd * (V - kd) > _MAX_BLOCK:
+            return None
+        rest = np.flatnonzero(lo >= kd)
+        linked: list[int] = []
+        if rest.size:
+            if rest.size > _MAX_REST:
+                return None
+            linked = _cover(I[rest], J[rest], deg)
+            if len(linked) > _MAX_LINKED:
+                return None
+        return cls(I, J, V, np.concatenate([order[:kd], np.asarray(linked, np.intp)]), kd)
 
     def _blocks(self, w: np.ndarray):
-        """``(B, dT, A, degH)``: hub-tail weights ``k x t``, tail degrees, hub-hub
-        weights ``k x k`` (symmetric) and hub degrees."""
-        k, nT = self.k, self.V - self.k
+        """``(B, BL, dT, A, degH)``: dense-hub-tail weights ``kd x t``, linked-tail weights
+        (sparse, ``(k - kd) x t``), tail degrees, hub-hub weights ``k x k`` (symmetric) and
+        hub degrees."""
+        from scipy.sparse import csr_matrix
+
+        k, kd, nT = self.k, self.kd, self.V - self.k
         wt = w[self.ht]
-        B = np.bincount(self.a * nT + self.t, wt, k * nT).reshape(k, nT)
-        dT = np.bincount(self.t, wt, nT)
+        B = np.bincount(self.a * nT + self.t, wt, kd * nT).reshape(kd, nT)
+        wl = w[self.lt]
+        BL = csr_matrix((wl, (self.la, self.lt_t)), shape=(k - kd, nT))
+        dT = np.bincount(self.t, wt, nT) + np.bincount(self.lt_t, wl, nT)
         A = np.zeros((k, k))
         np.add.at(A, (self.ha, self.hb), w[self.hh])
         A += A.T
-        return B, dT, A, B.sum(axis=1) + A.sum(axis=1)
+        degH = A.sum(axis=1)
+        degH[:kd] += B.sum(axis=1)
+        degH[kd:] += np.asarray(BL.sum(axis=1)).ravel()
+        return B, BL, dT, A, degH
 
     def potential(self, X: np.ndarray, w: np.ndarray) -> np.ndarray | None:
         """``Phi`` solving ``L_w Phi = X`` with the first hub of each connected component
@@ -94,50 +149,71 @@ class Hubs:
         from scipy.linalg import LinAlgError, cho_factor, cho_solve
         from scipy.sparse.csgraph import connected_components
 
-        B, dT, A, degH = self._blocks(w)
+        kd = self.kd
+        B, BL, dT, A, degH = self._blocks(w)
         inv = np.divide(1.0, dT, out=np.zeros_like(dT), where=dT > 0)
         Bs = B * inv
-        S = np.diag(degH) - A - Bs @ B.T
+        S = np.diag(degH) - A
+        S[:kd, :kd] -= Bs @ B.T
+        XT = X[self.tail]
+        rhs = X[self.hubs].copy()
+        rhs[:kd] += Bs @ XT
+        if self.k > kd:
+            BLs = BL.multiply(inv[None, :]).tocsr()
+            C = BL @ Bs.T  # linked x dense hubs
+            S[kd:, :kd] -= C
+            S[:kd, kd:] -= C.T
+            S[kd:, kd:] -= (BLs @ BL.T).toarray()
+            rhs[kd:] += BLs @ XT
         link = S != 0
         np.fill_diagonal(link, False)
         _, comp = connected_components(link, directed=False)
         free = np.ones(self.k, bool)
         free[np.unique(comp, return_index=True)[1]] = False
-        XT = X[self.tail]
         PH = np.zeros((self.k, X.shape[1]))
         if free.any():
             try:
                 fac = cho_factor(S[np.ix_(free, free)])
             except LinAlgError:
                 return None
-            PH[free] = cho_solve(fac, (X[self.hubs] + Bs @ XT)[free])
+            PH[free] = cho_solve(fac, rhs[free])
         Phi = np.empty_like(X)
         Phi[self.hubs] = PH
-        Phi[self.tail] = (XT + B.T @ PH) * inv[:, None]
+        PT = XT + B.T @ PH[:kd]
+        if self.k > kd:
+            PT += BL.T @ PH[kd:]
+        Phi[self.tail] = PT * inv[:, None]
         return Phi
 
     def apply(self, w: np.ndarray, Phi: np.ndarray) -> np.ndarray:
         """``L_w Phi``."""
-        B, dT, A, degH = self._blocks(w)
+        kd = self.kd
+        B, BL, dT, A, degH = self._blocks(w)
         PH, PT = Phi[self.hubs], Phi[self.tail]
         out = np.empty_like(Phi)
-        out[self.hubs] = degH[:, None] * PH - A @ PH - B @ PT
-        out[self.tail] = dT[:, None] * PT - B.T @ PH
+        OH = degH[:, None] * PH - A @ PH
+        OH[:kd] -= B @ PT
+        OT = dT[:, None] * PT - B.T @ PH[:kd]
+        if self.k > kd:
+            OH[kd:] -= BL @ PT
+            OT -= BL.T @ PH[kd:]
+        out[self.hubs] = OH
+        out[self.tail] = OT
         return out
 
     def sq_distances(self, Phi: np.ndarray) -> np.ndarray:
-        """``||phi_i - phi_j||^2`` for every pair: hub-tail pairs by ``|p_a|^2 + |p_t|^2 -
+        """``||phi_i - phi_j||^2`` for every pair: dense-hub-tail pairs by ``|p_a|^2 + |p_t|^2 -
         2 <p_a, p_t>`` of the centred rows (the inner products one GEMM, in column tiles of
-        at most ``_MAX_BLOCK`` entries), those below ``_RECHECK`` of ``|p_a|^2 + |p_t|^2``
-        and the hub-hub pairs from their differences."""
+        at most ``_MAX_BLOCK`` entries), those below ``_RECHECK`` of ``|p_a|^2 + |p_t|^2``,
+        the hub-hub pairs and the linked-tail pairs from their differences."""
         P = Phi - Phi.mean(axis=0)
         nrm = np.einsum("ij,ij->i", P, P)
-        PH = P[self.hubs]
+        PH = P[self.hubs[: self.kd]]
         sq = np.zeros(self.I.size)
         hub_n, tail_n = nrm[self.hubs], nrm[self.tail]
         order = self.by_tail
         ts = self.t[order]
-        step = max(1, _MAX_BLOCK // max(self.k, 1))
+        step = max(1, _MAX_BLOCK // max(self.kd, 1))
         for lo in range(0, self.V - self.k, step):
             hi = min(lo + step, self.V - self.k)
             e0, e1 = np.searchsorted(ts, [lo, hi])
@@ -147,7 +223,7 @@ class Hubs:
             sq[self.ht[sel]] = hub_n[a] + tail_n[t] - 2.0 * Gm[a, t - lo]
         np.maximum(sq, 0.0, out=sq)
         again = np.flatnonzero(sq < _RECHECK * (nrm[self.I] + nrm[self.J]))
-        again = np.union1d(again, self.hh)
+        again = np.union1d(again, self.again)
         for sl in _chunk_slices(again.size, P.shape[1]):
             e = again[sl]
             D = P[self.I[e]] - P[self.J[e]]
