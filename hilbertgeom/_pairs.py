@@ -588,20 +588,23 @@ def cross_distance_upper(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return np.sqrt(F, out=F)
 
 
-def _centred_blocks(X, xp, *, tile: int, reach: float | None, order):
+def _centred_blocks(X, xp, *, tile: int, reach: float | None, order=None):
     """The block pairs of :func:`sq_distance_tiles`, before their GEMM.
 
-    Yields ``(a0, b0, Ac, na, ra, Bc, nb, rb)``: the rows ``order[a0:a0 + len(Ac)]`` and
-    ``order[b0:b0 + len(Bc)]`` of ``X``, both centred on the mean ``c`` of the first block,
-    their squared centred norms ``n`` and the norms rounded up, ``r = sqrt(n) * up``
-    (:func:`_tile_error`).  ``a0 == b0`` marks a diagonal block (``Bc is Ac``).  Block
-    pairs that cannot hold a pair farther than ``reach`` are left out.  ``order`` is the
-    visiting order (:func:`_visit_order`).
+    Yields ``(rows_a, rows_b, diagonal, Ac, na, ra, Bc, nb, rb)``: two blocks of rows of
+    ``X`` (their indices), both centred on the mean ``c`` of the first block, their squared
+    centred norms ``n`` and the norms rounded up, ``r = sqrt(n) * up`` (:func:`_tile_error`);
+    ``diagonal`` marks a block against itself (``Bc is Ac``).  Rows are visited in ``order``
+    (default: by decreasing norm, stable, so that blocks hold rows of similar size).  Block
+    pairs that cannot hold a pair farther than ``reach`` are left out.
     """
     V = X.shape[0]
     gamma, _, _, up = _tile_error(X.shape[1], xp)
+    nrm = xp.sum(X * X, axis=1)
+    if order is None:
+        order = xp.argsort(-nrm, stable=True)
     Xo = xp.take(X, order, axis=0)
-    nrm = xp.take(xp.sum(X * X, axis=1), order)
+    nrm = xp.take(nrm, order)
     B = min(max(1, int(tile)), V)
     # blocks: at most B rows, and a new block wherever the (sorted) norm drops by more
     # than 4x, so that the few large rows of a head gradient never share a block (and
@@ -624,15 +627,7 @@ def _centred_blocks(X, xp, *, tile: int, reach: float | None, order):
                 rb = xp.sqrt(nb) * up
             if reach is not None and ma + float(xp.max(rb)) <= reach * (1.0 - 4.0 * gamma):
                 continue
-            yield a0, b0, Ac, na, ra, Bc, nb, rb
-
-
-def _visit_order(X, xp, order):
-    """Rows by decreasing norm (stable) unless ``order`` is given: blocks then hold rows of
-    similar size."""
-    if order is not None:
-        return order
-    return xp.argsort(-xp.sum(X * X, axis=1), stable=True)
+            yield order[a0:a1], order[b0:b1], b0 == a0, Ac, na, ra, Bc, nb, rb
 
 
 def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, order=None):
@@ -664,11 +659,11 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
     Yields :class:`TileBlock`; only indices and scalars leave the namespace.
     """
     _, kappa, floor, _ = _tile_error(X.shape[1], xp)
-    order = _visit_order(X, xp, order)
     B = min(max(1, int(tile)), X.shape[0])
     ar = xp.arange(B)
     upper = xp.reshape(ar, (B, 1)) < xp.reshape(ar, (1, B))
-    for a0, b0, Ac, na, ra, Bc, nb, rb in _centred_blocks(X, xp, tile=tile, reach=reach, order=order):
+    for rows_a, rows_b, diagonal, Ac, na, ra, Bc, nb, rb in _centred_blocks(X, xp, tile=tile, reach=reach,
+                                                                            order=order):
         if xp is np:  # the same values, in place (this loop is memory-bound beside the GEMM)
             D2 = Ac @ Bc.T
             D2 *= -2.0
@@ -683,8 +678,7 @@ def sq_distance_tiles(X, xp, *, tile: int = 2048, reach: float | None = None, or
             s = xp.reshape(ra, (-1, 1)) + xp.reshape(rb, (1, -1))
             E = kappa * (s * s) + floor
         h, w = D2.shape
-        keep = upper[:h, :w] if b0 == a0 else None
-        yield TileBlock(order[a0 : a0 + h], order[b0 : b0 + w], D2, E, keep)
+        yield TileBlock(rows_a, rows_b, D2, E, upper[:h, :w] if diagonal else None)
 
 
 _STRIP = 256  # rows of a block screened at a time by pairs_beyond (the strip's GEMM output stays in cache)
@@ -705,11 +699,9 @@ def _beyond_candidates(X, thr: float, *, tile: int):
     every pair that passes ``D2 + E > t^2`` (and by a few more, which the float64 check of
     :func:`pairs_beyond` drops)."""
     gamma, kappa, floor, _ = _tile_error(X.shape[1], np)
-    order = _visit_order(X, np, None)
     t2 = thr * thr
     lim = thr * (1.0 - 4.0 * gamma)
-    for a0, b0, Ac, na, ra, Bc, nb, rb in _centred_blocks(X, np, tile=tile, reach=thr, order=order):
-        diagonal = a0 == b0
+    for rows_a, rows_b, diagonal, Ac, na, ra, Bc, nb, rb in _centred_blocks(X, np, tile=tile, reach=thr):
         half = 0.5 * nb
         for s0 in range(0, Ac.shape[0], _STRIP):
             s1 = min(Ac.shape[0], s0 + _STRIP)
@@ -725,7 +717,7 @@ def _beyond_candidates(X, thr: float, *, tile: int):
                 ok = jj + c0 > ii + s0
                 ii, jj = ii[ok], jj[ok]
             if ii.size:
-                yield order[a0 + s0 + ii], order[b0 + c0 + jj]
+                yield rows_a[s0 + ii], rows_b[c0 + jj]
 
 
 def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
@@ -734,11 +726,7 @@ def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
     Returns two int64 index arrays of ``xp``.  With NumPy the blocks are screened in strips
     (:func:`_beyond_candidates`), about four times faster at ``V = 2000``."""
     out_i, out_j = [], []
-    t2 = thr * thr
-    if xp is np:
-        cands = _beyond_candidates(X, thr, tile=tile)
-    else:
-        cands = _tile_candidates(X, xp, thr, t2, tile)
+    cands = _beyond_candidates(X, thr, tile=tile) if xp is np else _tile_candidates(X, xp, thr, tile)
     for gi, gj in cands:
         gi, gj = xp.astype(gi, xp.int64), xp.astype(gj, xp.int64)
         dist = pair_distance(xp.take(X, gi, axis=0) - xp.take(X, gj, axis=0), xp)
@@ -752,10 +740,10 @@ def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
     return xp.concat(out_i), xp.concat(out_j)
 
 
-def _tile_candidates(X, xp, thr, t2, tile):
+def _tile_candidates(X, xp, thr, tile):
     """The array-API screen of :func:`pairs_beyond`: ``D2 + E > t^2`` on whole tiles."""
     for blk in sq_distance_tiles(X, xp, tile=tile, reach=thr):
-        cand = blk.D2 + blk.E > t2
+        cand = blk.D2 + blk.E > thr * thr
         if blk.keep is not None:
             cand = xp.logical_and(cand, blk.keep)
         ii, jj = xp.nonzero(cand)

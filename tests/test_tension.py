@@ -595,12 +595,10 @@ def test_planted_bug_in_the_tiles_is_caught(monkeypatch, plant, xp):
     if plant.startswith("no re-centring"):
 
         def blocks(X, xp_, **kw):
-            order = kw["order"]
-            for a0, b0, Ac, _, _, Bc, _, _ in real_blocks(X, xp_, **kw):
-                A = xp_.take(X, order[a0 : a0 + Ac.shape[0]], axis=0)
-                B = xp_.take(X, order[b0 : b0 + Bc.shape[0]], axis=0)
+            for rows_a, rows_b, diagonal, *_ in real_blocks(X, xp_, **kw):
+                A, B = xp_.take(X, rows_a, axis=0), xp_.take(X, rows_b, axis=0)
                 nA, nB = xp_.sum(A * A, axis=1), xp_.sum(B * B, axis=1)
-                yield a0, b0, A, nA, xp_.sqrt(nA), B, nB, xp_.sqrt(nB)
+                yield rows_a, rows_b, diagonal, A, nA, xp_.sqrt(nA), B, nB, xp_.sqrt(nB)
 
         monkeypatch.setattr(pairs, "_centred_blocks", blocks)
 
@@ -638,7 +636,7 @@ def test_block_preconditioner_inverts_the_hessian_diagonal_blocks():
     the generalised Hessian, built here pair by pair from its definition
     ``M_e = ((1 - w_e) I + w_e vh_e vh_e^T) / mu`` plus the ridge; token 0 touches no pair
     (its block is the ridge alone)."""
-    from hilbertgeom.tension.solver import _incidence, _preconditioner
+    from hilbertgeom.tension.solver import _preconditioner
 
     rng = np.random.default_rng(3)
     V, k, m, mu, ridge = 40, 5, 300, 0.03, 1e-6
@@ -653,9 +651,32 @@ def test_block_preconditioner_inverts_the_hessian_diagonal_blocks():
         want[I[e]] += Me
         want[J[e]] += Me
     R = rng.standard_normal((V, k))
-    got = _preconditioner(I, J, _incidence(I, J, V), vh, wa, mu, ridge)(R)
+    got = _preconditioner(I, J, V, vh, wa, mu, ridge)(R)
     ref = np.stack([np.linalg.solve(want[v], R[v]) for v in range(V)])
     assert np.abs(got - ref).max() <= tolerance("kernel", d=k * k).rtol * np.abs(ref).max()
+
+
+def test_diagonal_preconditioner_is_the_blocks_diagonal(monkeypatch):
+    """Beyond the block budget the preconditioner divides by the diagonal of the same
+    blocks, built here pair by pair from ``M_e``; token 0 touches no pair (the ridge)."""
+    from hilbertgeom.tension import solver
+
+    monkeypatch.setattr(solver, "_BLOCK_BUDGET", 0)
+    rng = np.random.default_rng(4)
+    V, k, m, mu, ridge = 30, 4, 200, 0.05, 1e-6
+    I = rng.integers(1, V, m)
+    J = 1 + (I - 1 + rng.integers(1, V - 1, m)) % (V - 1)
+    vh = rng.standard_normal((m, k))
+    vh /= np.linalg.norm(vh, axis=1, keepdims=True)
+    wa = rng.uniform(0.05, 1.0, (m, 1))
+    want = np.full((V, k), ridge)
+    for e in range(m):
+        de = ((1.0 - wa[e, 0]) + wa[e, 0] * vh[e] ** 2) / mu
+        want[I[e]] += de
+        want[J[e]] += de
+    R = rng.standard_normal((V, k))
+    got = solver._preconditioner(I, J, V, vh, wa, mu, ridge)(R)
+    assert np.abs(got - R / want).max() <= tolerance("kernel", d=m).rtol * np.abs(R / want).max()
 
 
 def test_diagonal_preconditioner_path(monkeypatch):

@@ -127,22 +127,25 @@ class Hubs:
 
     def _blocks(self, w: np.ndarray):
         """``(B, BL, dT, A, degH)``: dense-hub-tail weights ``kd x t``, linked-tail weights
-        (sparse, ``(k - kd) x t``), tail degrees, hub-hub weights ``k x k`` (symmetric) and
-        hub degrees."""
-        from scipy.sparse import csr_matrix
-
+        (sparse, ``(k - kd) x t``; ``None`` without linked rows), tail degrees, hub-hub weights
+        ``k x k`` (symmetric) and hub degrees."""
         k, kd, nT = self.k, self.kd, self.V - self.k
         wt = w[self.ht]
         B = np.bincount(self.a * nT + self.t, wt, kd * nT).reshape(kd, nT)
-        wl = w[self.lt]
-        BL = csr_matrix((wl, (self.la, self.lt_t)), shape=(k - kd, nT))
-        dT = np.bincount(self.t, wt, nT) + np.bincount(self.lt_t, wl, nT)
+        dT = np.bincount(self.t, wt, nT)
         A = np.zeros((k, k))
         np.add.at(A, (self.ha, self.hb), w[self.hh])
         A += A.T
         degH = A.sum(axis=1)
         degH[:kd] += B.sum(axis=1)
-        degH[kd:] += np.asarray(BL.sum(axis=1)).ravel()
+        BL = None
+        if k > kd:
+            from scipy.sparse import csr_matrix
+
+            wl = w[self.lt]
+            BL = csr_matrix((wl, (self.la, self.lt_t)), shape=(k - kd, nT))
+            dT += np.bincount(self.lt_t, wl, nT)
+            degH[kd:] += np.bincount(self.la, wl, k - kd)
         return B, BL, dT, A, degH
 
     def potential(self, X: np.ndarray, w: np.ndarray) -> np.ndarray | None:
@@ -162,7 +165,7 @@ class Hubs:
         XT = X[self.tail]
         rhs = X[self.hubs].copy()
         rhs[:kd] += Bs @ XT
-        if self.k > kd:
+        if BL is not None:
             BLs = BL.multiply(inv[None, :]).tocsr()
             C = BL @ Bs.T  # linked x dense hubs
             S[kd:, :kd] -= C
@@ -184,7 +187,7 @@ class Hubs:
         Phi = np.empty_like(X)
         Phi[self.hubs] = PH
         PT = XT + B.T @ PH[:kd]
-        if self.k > kd:
+        if BL is not None:
             PT += BL.T @ PH[kd:]
         Phi[self.tail] = PT * inv[:, None]
         return Phi
@@ -198,7 +201,7 @@ class Hubs:
         OH = degH[:, None] * PH - A @ PH
         OH[:kd] -= B @ PT
         OT = dT[:, None] * PT - B.T @ PH[:kd]
-        if self.k > kd:
+        if BL is not None:
             OH[kd:] -= BL @ PT
             OT -= BL.T @ PH[kd:]
         out[self.hubs] = OH

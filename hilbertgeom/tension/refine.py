@@ -264,7 +264,7 @@ def _nnls_rows(D: np.ndarray, Gm: np.ndarray) -> np.ndarray:
     from scipy.optimize import nnls
 
     U, sv, Wt = np.linalg.svd(D, full_matrices=False)
-    keep = sv > sv[0] * max(D.shape) * _U64 if sv.size else sv > 0
+    keep = sv > sv[0] * max(D.shape) * _U64
     A = sv[keep, None] * U[:, keep].T
     B = Gm @ Wt[keep].T
     return np.array([nnls(A, b)[0] for b in B]).reshape(len(Gm), len(D))

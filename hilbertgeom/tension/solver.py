@@ -66,7 +66,7 @@ class _ALMState:
         return f, grad, Y, v, nv
 
 
-def _preconditioner(Ia, Ja, Bm, vh, wa, mu, ridge):
+def _preconditioner(Ia, Ja, V, vh, wa, mu, ridge):
     """Block-Jacobi on the generalised Hessian: each token's ``k x k`` diagonal
     block ``sum_e ((1 - w_e) I + w_e vh_e vh_e^T) / mu + ridge I`` over the active
     pairs ``(Ia, Ja)`` that touch it, when the ``V`` blocks fit in ``_BLOCK_BUDGET``
@@ -78,13 +78,13 @@ def _preconditioner(Ia, Ja, Bm, vh, wa, mu, ridge):
     and shared by all columns, was measured as well: as many CG iterations as the
     diagonal on cross-entropy gradients, at several times the cost per step; see
     ``docs/theory/tension.md``.)"""
-    V = Bm.shape[0]
     k = vh.shape[1]
-    if V * k * k > _BLOCK_BUDGET:
-        diag = np.asarray(abs(Bm) @ (((1.0 - wa) + wa * vh * vh) / mu)) + ridge
-        return lambda R: R / diag
     tok = np.concatenate([Ia, Ja])
     inc = np.concatenate([np.arange(Ia.size), np.arange(Ia.size)])
+    if V * k * k > _BLOCK_BUDGET:
+        T = (((1.0 - wa) + wa * vh * vh) / mu)[inc]
+        diag = np.stack([np.bincount(tok, T[:, j], V) for j in range(k)], axis=1) + ridge
+        return lambda R: R / diag
     o = np.argsort(tok, kind="stable")
     tok, inc = tok[o], inc[o]
     Z = vh[inc] * np.sqrt(wa[inc] / mu)
@@ -138,7 +138,7 @@ def _newton_inner(st: _ALMState, P: np.ndarray, *, max_steps: int, gtol: float, 
             return (Bm @ w + ridge * X).ravel()
 
         H = LinearOperator((V * k, V * k), matvec=hv, dtype=float)
-        solve = _preconditioner(Ia, Ja, Bm, vh, wa, st.mu, ridge)
+        solve = _preconditioner(Ia, Ja, V, vh, wa, st.mu, ridge)
         Mpre = LinearOperator((V * k, V * k), dtype=float, matvec=lambda x, s=solve: s(x.reshape(V, k)).ravel())
         step, _ = cg(H, -g.ravel(), rtol=min(0.1, math.sqrt(gn)), atol=0.0, maxiter=200, M=Mpre)
         step = step.reshape(V, k)
