@@ -87,6 +87,33 @@ def test_hub_potential_is_the_grounded_dense_solve(seed, tail_tail, monkeypatch)
     assert np.abs(r[~ground]).max() <= kernel_rtol(V * V) * float((np.abs(L) @ np.abs(Phi) + np.abs(X)).max())
 
 
+def test_repeated_pairs_add_their_weights():
+    """A pair given twice (once reversed) is one edge with the sum of the weights: the dense
+    block adds them (it places each hub-tail pair at one entry), the potential is the grounded
+    dense solve of the Laplacian built entry by entry, and each copy gets the pair's distance."""
+    V, k, d = 50, 4, 3
+    I, J, w = hub_pairs(V, k, seed=12)
+    rep = np.arange(0, I.size, 5)
+    I2, J2 = np.concatenate([I, J[rep]]), np.concatenate([J, I[rep]])
+    w2 = np.concatenate([w, np.linspace(0.2, 1.5, rep.size)])
+    X = np.random.default_rng(13).standard_normal((V, d))
+    X -= X.mean(axis=0)
+    hub = Hubs.of(I2, J2, V)
+    assert hub is not None and hub.k == k
+    Phi = hub.potential(X, w2)
+    assert Phi is not None
+    L = dense_laplacian(I2, J2, w2, V)
+    ground = np.zeros(V, bool)
+    ground[hub.hubs[0]] = True
+    ref = grounded_reference(L, X, ground)
+    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * float(
+        np.abs(ref).max())
+    assert np.abs(hub.apply(w2, Phi) - L @ Phi).max() <= kernel_rtol(V) * float((np.abs(L) @ np.abs(Phi)).max())
+    sq = hub.sq_distances(Phi)
+    want = np.array([np.linalg.norm(Phi[i] - Phi[j]) ** 2 for i, j in zip(I2, J2, strict=True)])
+    assert np.abs(sq - want).max() <= kernel_rtol(d) / hb._RECHECK * float(np.abs(Phi).max()) ** 2
+
+
 def test_hub_potential_grounds_each_component_and_isolated_rows():
     """Two separate hub clusters (each with its own tail) and three tail rows whose pairs all
     have weight 0: the first hub of each cluster (in degree order) and the isolated rows are

@@ -7,6 +7,7 @@ one."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import kernel_rtol
 from scipy.optimize import nnls
 
@@ -212,3 +213,32 @@ def test_resized_memory_gives_the_new_variables_the_initial_hessian():
     for s, y, rho in mem:
         assert s.size == y.size == 20
         assert rho == 1.0 / float(s @ y)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_two_loop_is_the_bfgs_matrix_on_the_free_variables(scaled):
+    """The two-loop product against the textbook matrix form of the same memory, built
+    explicitly: ``H_0 = gamma diag(c)`` (``c`` ones or the scale, ``gamma = s'y / y'c y`` of the
+    last pair), then for each pair in order ``H <- (I - rho s y') H (I - rho y s') + rho s s'``,
+    with ``s`` and ``y`` restricted to the free variables (zero on the held ones) and ``rho`` the
+    stored ``1 / s'y``.  A third of the variables are held: their entries are exactly zero."""
+    rng = np.random.default_rng(11)
+    n, m = 40, 6
+    mem = new_memory(m)
+    for _ in range(m):
+        s = rng.standard_normal(n)
+        y = s + 0.3 * rng.standard_normal(n)
+        mem.append((s, y, 1.0 / float(s @ y)))
+    free = rng.random(n) > 1.0 / 3.0
+    q = np.where(free, rng.standard_normal(n), 0.0)
+    c = rng.uniform(0.1, 10.0, n) if scaled else np.ones(n)
+    got = _two_loop(q, mem, free, c if scaled else None)
+    _, y_last, rho_last = mem[-1]
+    H = np.diag(c / (rho_last * float(y_last @ (c * y_last))))
+    eye = np.eye(n)
+    for s, y, rho in mem:
+        sf, yf = s * free, y * free
+        H = (eye - rho * np.outer(sf, yf)) @ H @ (eye - rho * np.outer(yf, sf)) + rho * np.outer(sf, sf)
+    want = H @ q
+    assert np.all(got[~free] == 0.0)  # not a tolerance: held variables do not move
+    assert np.abs(got - want).max() <= kernel_rtol(n * m) * float(np.abs(H).max() * np.abs(q).sum())

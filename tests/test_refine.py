@@ -8,6 +8,8 @@ recomputed row by row)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from helpers import U64, brute_pairs, kernel_rtol
@@ -696,3 +698,38 @@ def test_descents_on_the_same_pairs_go_on_with_their_memory(monkeypatch):
         assert ident == first[1]
         assert lengths and all(n == size for n in lengths)
     assert seen[-1][0] > first[0]  # the last round's flow has the priced pairs
+
+
+@pytest.mark.parametrize("finish", [0.0, math.inf])
+def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
+    """A placed round that is not the last but ends within ``_FINISH`` times ``tol`` gives the
+    cheapest flow's weights the last round's descent, capped at ``_FINISH_EVALS`` evaluations,
+    after its placement and before the round's line; with ``_FINISH = 0`` no round does.
+    Every round after the first is placed here (``_PLACE_WHEN = 0``) and none is the last."""
+    X = solver_head()
+    lines = []
+    kwargs = []
+    real = rf._descend_weights
+
+    def spy(*a, **k):
+        kwargs.append(k)
+        lines.append("spy")
+        return real(*a, **k)
+
+    monkeypatch.setattr(rf, "_progress", lines.append)
+    monkeypatch.setattr(rf, "_descend_weights", spy)
+    monkeypatch.setattr(rf, "_PLACE_WHEN", 0.0)
+    monkeypatch.setattr(rf, "_FINISH", finish)
+    rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
+    ends = [k for k, m in enumerate(lines) if "rel gap " in m]
+    assert len(ends) == 4  # not a tolerance: four rounds ran
+    finishing = [k for k in kwargs if k.get("evals") == rf._FINISH_EVALS]
+    if finish == 0.0:
+        assert not finishing
+        return
+    assert len(finishing) == 2  # rounds 2 and 3: placed, not the last
+    assert all((k["stall"], k["window"]) == (rf._LAST_STALL, rf._LAST_WINDOW) for k in finishing)
+    r2 = lines[ends[0]:ends[1]]
+    placed = [k for k, m in enumerate(r2) if "rows placed" in m]
+    calls = [k for k, m in enumerate(r2) if m == "spy"]
+    assert placed and calls[-1] > placed[-1]

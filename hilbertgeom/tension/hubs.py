@@ -93,7 +93,11 @@ class Hubs:
         dense = ph < kd
         self.ht, self.a, self.t = one[dense], ph[dense], pos[tail_end[dense]]
         self.lt, self.la, self.lt_t = one[~dense], ph[~dense] - kd, pos[tail_end[~dense]]
-        self.by_tail = np.argsort(self.t, kind="stable")  # the dense-hub-tail pairs in tail order
+        nT = V - k
+        # each dense-hub-tail pair's place in the dense block (kd x nT, row-major); where two pairs
+        # share a place (the same rows twice), their weights are added by bincount instead
+        self.flat = self.a * nT + self.t
+        self.shared = bool(self.flat.size) and int(np.bincount(self.flat, minlength=kd * nT).max()) > 1
         self.again = np.union1d(self.hh, self.lt)  # pairs whose distance is taken from the difference
 
     @classmethod
@@ -131,8 +135,13 @@ class Hubs:
         ``k x k`` (symmetric) and hub degrees."""
         k, kd, nT = self.k, self.kd, self.V - self.k
         wt = w[self.ht]
-        B = np.bincount(self.a * nT + self.t, wt, kd * nT).reshape(kd, nT)
-        dT = np.bincount(self.t, wt, nT)
+        if self.shared:
+            flat = np.bincount(self.flat, wt, kd * nT)
+        else:
+            flat = np.zeros(kd * nT)
+            flat[self.flat] = wt
+        B = flat.reshape(kd, nT)
+        dT = B.sum(axis=0)
         A = np.zeros((k, k))
         np.add.at(A, (self.ha, self.hb), w[self.hh])
         A += A.T
@@ -186,7 +195,7 @@ class Hubs:
             PH[free] = cho_solve(fac, rhs[free])
         Phi = np.empty_like(X)
         Phi[self.hubs] = PH
-        PT = XT + B.T @ PH[:kd]
+        PT = XT + _tmul(B, PH[:kd])
         if BL is not None:
             PT += BL.T @ PH[kd:]
         Phi[self.tail] = PT * inv[:, None]
@@ -200,7 +209,7 @@ class Hubs:
         out = np.empty_like(Phi)
         OH = degH[:, None] * PH - A @ PH
         OH[:kd] -= B @ PT
-        OT = dT[:, None] * PT - B.T @ PH[:kd]
+        OT = dT[:, None] * PT - _tmul(B, PH[:kd])
         if BL is not None:
             OH[kd:] -= BL @ PT
             OT -= BL.T @ PH[kd:]
@@ -210,29 +219,32 @@ class Hubs:
 
     def sq_distances(self, Phi: np.ndarray) -> np.ndarray:
         """``||phi_i - phi_j||^2`` for every pair: dense-hub-tail pairs by ``|p_a|^2 + |p_t|^2 -
-        2 <p_a, p_t>`` of the centred rows (the inner products one GEMM, in column tiles of
-        at most ``_MAX_BLOCK`` entries), those below ``_RECHECK`` of ``|p_a|^2 + |p_t|^2``,
-        the hub-hub pairs and the linked-tail pairs from their differences."""
-        P = Phi - Phi.mean(axis=0)
-        nrm = np.einsum("ij,ij->i", P, P)
-        PH = P[self.hubs[: self.kd]]
+        2 <p_a, p_t>`` of the centred rows (the inner products one GEMM ``P_H P_T^T``, the dense
+        block's shape), those below ``_RECHECK`` of ``|p_a|^2 + |p_t|^2``, the hub-hub pairs and
+        the linked-tail pairs from their differences."""
+        mu = Phi.mean(axis=0)
+        PH = Phi[self.hubs[: self.kd]] - mu
+        PT = Phi[self.tail] - mu
+        hub_n, tail_n = np.einsum("ij,ij->i", PH, PH), np.einsum("ij,ij->i", PT, PT)
+        R = np.add.outer(hub_n, tail_n)  # |p_a|^2 + |p_t|^2 over the dense block
+        D2 = PH @ PT.T
+        D2 *= -2.0
+        D2 += R
         sq = np.zeros(self.I.size)
-        hub_n, tail_n = nrm[self.hubs], nrm[self.tail]
-        order = self.by_tail
-        ts = self.t[order]
-        step = max(1, _MAX_BLOCK // max(self.kd, 1))
-        for lo in range(0, self.V - self.k, step):
-            hi = min(lo + step, self.V - self.k)
-            e0, e1 = np.searchsorted(ts, [lo, hi])
-            sel = order[e0:e1]
-            Gm = PH @ P[self.tail[lo:hi]].T
-            a, t = self.a[sel], self.t[sel]
-            sq[self.ht[sel]] = hub_n[a] + tail_n[t] - 2.0 * Gm[a, t - lo]
+        sq[self.ht] = D2.ravel()[self.flat]
         np.maximum(sq, 0.0, out=sq)
-        again = np.flatnonzero(sq < _RECHECK * (nrm[self.I] + nrm[self.J]))
-        again = np.union1d(again, self.again)
-        for sl in _chunk_slices(again.size, P.shape[1]):
+        R *= _RECHECK
+        close = (D2 < R).ravel()[self.flat]
+        del D2, R
+        again = np.union1d(self.ht[close], self.again)
+        for sl in _chunk_slices(again.size, Phi.shape[1]):
             e = again[sl]
-            D = P[self.I[e]] - P[self.J[e]]
+            D = Phi[self.I[e]] - Phi[self.J[e]]
             sq[e] = np.einsum("ij,ij->i", D, D)
         return sq
+
+
+def _tmul(B: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """``B^T P`` as the transpose of ``P^T B``: ``B`` is a wide row-major block, and BLAS takes
+    ``B^T`` (a column-major view) about three times slower than the product the other way round."""
+    return (P.T @ B).T
