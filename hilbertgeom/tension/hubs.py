@@ -135,6 +135,7 @@ class Hubs:
         ``k x k`` (symmetric) and hub degrees."""
         k, kd, nT = self.k, self.kd, self.V - self.k
         wt = w[self.ht]
+        flat: np.ndarray
         if self.shared:
             flat = np.bincount(self.flat, wt, kd * nT)
         else:
