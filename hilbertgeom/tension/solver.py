@@ -542,7 +542,7 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     tight certificate within minutes; ``refine`` certifies ``tol=1e-6`` on the
     4096 largest rows of the MiniLM gradient projected to ``d = 32`` in
     31--45 s on 2 cores, at ``d = 384`` in 1--3 minutes, and at full
-    vocabulary (``V = 30522``, ``d = 384``) in 11.5 minutes (trained) and 46--52 minutes
+    vocabulary (``V = 30522``, ``d = 384``) in 11.5--13.5 minutes (trained) and 46--52 minutes
     (shipped), 5.4 GiB peak
     (``docs/theory/tension.md``, *Measured*).  There
     :func:`~hilbertgeom.tension_bracket` brackets ``T`` to ``5e-4``--``1e-3`` in
