@@ -107,7 +107,9 @@ _LAST_WINDOW = 50
 #: where it was; the gap was met by the last round's descent of round 2's flow (168 and 179
 #: evaluations), after about 950 s spent on round 3.  Where the lower bound is what is short, the
 #: descent stalls and the rounds go on: the trained MiniLM gradient's round 2 (1.08e-6) lost 51
-#: evaluations, 69 s, to it (2026-12-06)
+#: evaluations, 69 s, to it; the shipped one's, on another path (1.59e-6 after the placement), stalled
+#: at 1.23e-6 after 199 evaluations, and its flow was the upper bound of round 3's certificate
+#: (2026-12-06, ``docs/theory/tension.md``, *Cheaper evaluations, a finishing descent*)
 _FINISH = 2.0
 _FINISH_EVALS = 300
 #: every descended weight stays above this share of the mean start weight (the pairs keep the
