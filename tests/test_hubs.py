@@ -58,6 +58,22 @@ def grounded_reference(L, X, ground):
     return Phi
 
 
+def check_grounded_solve(hub, X, I, J, w):
+    """The hub potential against the dense solve of the Laplacian built entry by entry (the
+    first hub grounded), and ``apply`` against ``L @ Phi``: ``(Phi, L, ground)``."""
+    V = X.shape[0]
+    Phi = hub.potential(X, w)
+    assert Phi is not None
+    L = dense_laplacian(I, J, w, V)
+    ground = np.zeros(V, bool)
+    ground[hub.hubs[0]] = True
+    ref = grounded_reference(L, X, ground)
+    scale = float(np.abs(ref).max())
+    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * scale
+    assert np.abs(hub.apply(w, Phi) - L @ Phi).max() <= kernel_rtol(V) * float((np.abs(L) @ np.abs(Phi)).max())
+    return Phi, L, ground
+
+
 @pytest.mark.parametrize("tail_tail", [0, 9])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_hub_potential_is_the_grounded_dense_solve(seed, tail_tail, monkeypatch):
@@ -72,18 +88,9 @@ def test_hub_potential_is_the_grounded_dense_solve(seed, tail_tail, monkeypatch)
     monkeypatch.setattr(hb, "_MAX_HUBS", k)
     hub = Hubs.of(I, J, V)
     assert hub is not None and hub.kd == k and hub.k > k if tail_tail else hub.k == k
-    Phi = hub.potential(X, w)
-    assert Phi is not None
-    L = dense_laplacian(I, J, w, V)
-    ground = np.zeros(V, bool)
-    ground[hub.hubs[0]] = True
-    ref = grounded_reference(L, X, ground)
-    scale = float(np.abs(ref).max())
-    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * scale
+    Phi, L, ground = check_grounded_solve(hub, X, I, J, w)
     assert np.array_equal(Phi[hub.hubs[0]], np.zeros(d))
-    LPhi = L @ Phi
-    assert np.abs(hub.apply(w, Phi) - LPhi).max() <= kernel_rtol(V) * float((np.abs(L) @ np.abs(Phi)).max())
-    r = X - LPhi
+    r = X - L @ Phi
     assert np.abs(r[~ground]).max() <= kernel_rtol(V * V) * float((np.abs(L) @ np.abs(Phi) + np.abs(X)).max())
 
 
@@ -100,15 +107,7 @@ def test_repeated_pairs_add_their_weights():
     X -= X.mean(axis=0)
     hub = Hubs.of(I2, J2, V)
     assert hub is not None and hub.k == k
-    Phi = hub.potential(X, w2)
-    assert Phi is not None
-    L = dense_laplacian(I2, J2, w2, V)
-    ground = np.zeros(V, bool)
-    ground[hub.hubs[0]] = True
-    ref = grounded_reference(L, X, ground)
-    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * float(
-        np.abs(ref).max())
-    assert np.abs(hub.apply(w2, Phi) - L @ Phi).max() <= kernel_rtol(V) * float((np.abs(L) @ np.abs(Phi)).max())
+    Phi, _, _ = check_grounded_solve(hub, X, I2, J2, w2)
     sq = hub.sq_distances(Phi)
     want = np.array([np.linalg.norm(Phi[i] - Phi[j]) ** 2 for i, j in zip(I2, J2, strict=True)])
     assert np.abs(sq - want).max() <= kernel_rtol(d) / hb._RECHECK * float(np.abs(Phi).max()) ** 2

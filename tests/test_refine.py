@@ -594,22 +594,31 @@ def test_descent_stops_at_its_target():
     assert full < T * (1.0 + 1e-6) < cost  # not a tolerance: the target stopped it early
 
 
+def spy_descents(monkeypatch, mark=False):
+    """``(lines, kwargs)``: the progress lines of ``_refine_solve`` and the keyword arguments of
+    each ``_descend_weights`` call (with ``mark``, each call also puts ``"spy"`` in ``lines``)."""
+    lines: list[str] = []
+    kwargs: list[dict] = []
+    real = rf._descend_weights
+
+    def spy(*a, **k):
+        kwargs.append(k)
+        if mark:
+            lines.append("spy")
+        return real(*a, **k)
+
+    monkeypatch.setattr(rf, "_progress", lines.append)
+    monkeypatch.setattr(rf, "_descend_weights", spy)
+    return lines, kwargs
+
+
 def test_last_round_descends_after_its_placement(monkeypatch):
     """In the last round the time its placement left goes on to the cheapest flow's
     weights, with the last round's budget and stall window: a descent line follows the
     round's last placement line, and the upper bound the round reports is where that
     descent ended (progress lines, 12 digits)."""
     X = solver_head()
-    lines = []
-    kwargs = []
-    real = rf._descend_weights
-
-    def spy(*a, **k):
-        kwargs.append(k)
-        return real(*a, **k)
-
-    monkeypatch.setattr(rf, "_progress", lines.append)
-    monkeypatch.setattr(rf, "_descend_weights", spy)
+    lines, kwargs = spy_descents(monkeypatch)
     rf._refine_solve(X, tol=1e-12, max_rounds=1, verbose=True)
     last = kwargs[-1]  # the last round's: its own budget, stall share and window
     assert (last["evals"], last["stall"], last["window"]) == (rf._LAST_EVALS, rf._LAST_STALL, rf._LAST_WINDOW)
@@ -707,17 +716,7 @@ def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
     after its placement and before the round's line; with ``_FINISH = 0`` no round does.
     Every round after the first is placed here (``_PLACE_WHEN = 0``) and none is the last."""
     X = solver_head()
-    lines = []
-    kwargs = []
-    real = rf._descend_weights
-
-    def spy(*a, **k):
-        kwargs.append(k)
-        lines.append("spy")
-        return real(*a, **k)
-
-    monkeypatch.setattr(rf, "_progress", lines.append)
-    monkeypatch.setattr(rf, "_descend_weights", spy)
+    lines, kwargs = spy_descents(monkeypatch, mark=True)
     monkeypatch.setattr(rf, "_PLACE_WHEN", 0.0)
     monkeypatch.setattr(rf, "_FINISH", finish)
     rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)

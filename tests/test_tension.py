@@ -631,6 +631,18 @@ def test_tension_bounds_near_ties_bracket_the_solve():
     assert b.lower <= res.flow.cost and res.value <= b.upper
 
 
+def _preconditioner_problem(seed, V, k, m):
+    """``m`` pairs of tokens ``1..V-1`` (token 0 in none, no pair of a token with itself), unit
+    directions ``vh`` and weights ``wa`` in ``[0.05, 1]``: ``(rng, I, J, vh, wa)``."""
+    rng = np.random.default_rng(seed)
+    I = rng.integers(1, V, m)
+    J = 1 + (I - 1 + rng.integers(1, V - 1, m)) % (V - 1)
+    vh = rng.standard_normal((m, k))
+    vh /= np.linalg.norm(vh, axis=1, keepdims=True)
+    wa = rng.uniform(0.05, 1.0, (m, 1))
+    return rng, I, J, vh, wa
+
+
 def test_block_preconditioner_inverts_the_hessian_diagonal_blocks():
     """The block-Jacobi preconditioner applies the inverse of each token's diagonal block of
     the generalised Hessian, built here pair by pair from its definition
@@ -638,13 +650,8 @@ def test_block_preconditioner_inverts_the_hessian_diagonal_blocks():
     (its block is the ridge alone)."""
     from hilbertgeom.tension.solver import _preconditioner
 
-    rng = np.random.default_rng(3)
     V, k, m, mu, ridge = 40, 5, 300, 0.03, 1e-6
-    I = rng.integers(1, V, m)
-    J = 1 + (I - 1 + rng.integers(1, V - 1, m)) % (V - 1)
-    vh = rng.standard_normal((m, k))
-    vh /= np.linalg.norm(vh, axis=1, keepdims=True)
-    wa = rng.uniform(0.05, 1.0, (m, 1))
+    rng, I, J, vh, wa = _preconditioner_problem(3, V, k, m)
     want = np.zeros((V, k, k)) + ridge * np.eye(k)
     for e in range(m):
         Me = ((1.0 - wa[e, 0]) * np.eye(k) + wa[e, 0] * np.outer(vh[e], vh[e])) / mu
@@ -662,13 +669,8 @@ def test_diagonal_preconditioner_is_the_blocks_diagonal(monkeypatch):
     from hilbertgeom.tension import solver
 
     monkeypatch.setattr(solver, "_BLOCK_BUDGET", 0)
-    rng = np.random.default_rng(4)
     V, k, m, mu, ridge = 30, 4, 200, 0.05, 1e-6
-    I = rng.integers(1, V, m)
-    J = 1 + (I - 1 + rng.integers(1, V - 1, m)) % (V - 1)
-    vh = rng.standard_normal((m, k))
-    vh /= np.linalg.norm(vh, axis=1, keepdims=True)
-    wa = rng.uniform(0.05, 1.0, (m, 1))
+    rng, I, J, vh, wa = _preconditioner_problem(4, V, k, m)
     want = np.full((V, k), ridge)
     for e in range(m):
         de = ((1.0 - wa[e, 0]) + wa[e, 0] * vh[e] ** 2) / mu
