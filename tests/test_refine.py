@@ -714,6 +714,9 @@ def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
     """A placed round that is not the last but ends within ``_FINISH`` times ``tol`` gives the
     cheapest flow's weights the last round's descent, capped at ``_FINISH_EVALS`` evaluations,
     after its placement and before the round's line; with ``_FINISH = 0`` no round does.
+    Once that descent has stalled short of ``tol`` (here, in round 2), the later rounds' own
+    flows are neither descended nor priced: their only descents are the finishing one and the
+    last round's, and their progress says so; with ``_FINISH = 0`` every round descends its own.
     Every round after the first is placed here (``_PLACE_WHEN = 0``) and none is the last."""
     X = solver_head()
     lines, kwargs = spy_descents(monkeypatch, mark=True)
@@ -722,6 +725,17 @@ def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
     rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
     ends = [k for k, m in enumerate(lines) if "rel gap " in m]
     assert len(ends) == 4  # not a tolerance: four rounds ran
+    spy_at = [k for k, m in enumerate(lines) if m == "spy"]  # the q-th mark is kwargs[q]'s call
+    for r in (2, 3):  # rounds 3 and 4
+        seg = lines[ends[r - 1] : ends[r]]
+        calls = [kwargs[q] for q, k in enumerate(spy_at) if ends[r - 1] < k < ends[r]]
+        own = [c for c in calls if c.get("evals") not in (rf._FINISH_EVALS, rf._LAST_EVALS)]
+        only = [m for m in seg if "placement only" in m]
+        if finish == 0.0:
+            assert own and not only
+        else:
+            assert calls and not own and len(only) == 1, seg
+            assert not any("farther apart than 1" in m for m in seg)
     finishing = [k for k in kwargs if k.get("evals") == rf._FINISH_EVALS]
     if finish == 0.0:
         assert not finishing

@@ -14,7 +14,9 @@ are built on ``G`` itself from that small solve:
   cost exceeds the lower bound only by the part of each flow vector that is not
   parallel to its pair's difference, which is second order in how far the rows
   are from their group's share.  In a round that is placed, the weights are then
-  descended by projected L-BFGS on the dual over those pairs (:func:`_descend_weights`).
+  descended by projected L-BFGS on the dual over those pairs (:func:`_descend_weights`),
+  unless the cheapest flow's own descent has already stalled short of ``tol`` (``_FINISH``):
+  then the round only places its rows, for the lower bound.
 
 The groups that carry most of that excess are split (along the principal
 direction of their members' unit rows) and the small problem is solved again,
@@ -109,7 +111,13 @@ _LAST_WINDOW = 50
 #: descent stalls and the rounds go on: the trained MiniLM gradient's round 2 (1.08e-6) lost 51
 #: evaluations, 69 s, to it; the shipped one's, on another path (1.59e-6 after the placement), stalled
 #: at 1.23e-6 after 199 evaluations, and its flow was the upper bound of round 3's certificate
-#: (2026-12-06, ``docs/theory/tension.md``, *Cheaper evaluations, a finishing descent*)
+#: (2026-12-06, ``docs/theory/tension.md``, *Cheaper evaluations, a finishing descent*).  Once that
+#: descent has stalled short of ``tol``, the later rounds' own flows are not descended (nor priced):
+#: only their placements run, for the lower bound.  On both MiniLM gradients at full vocabulary
+#: (2026-12-06) round 3's descents ended above round 2's descended flow (shipped: 261 evaluations
+#: and two pricings, 407 s, 5.5e-7 above it; trained: 95 evaluations, 117 s, 2.8e-8 above) and
+#: round 3's placement met ``tol`` against round 2's upper bound; on the shipped gradient on two
+#: earlier days too, round 3's flow was costlier than round 2's (*Rounds after a stalled finish*)
 _FINISH = 2.0
 _FINISH_EVALS = 300
 #: every descended weight stays above this share of the mean start weight (the pairs keep the
@@ -699,6 +707,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     why = "iteration_limit"
     rounds = 0
     stuck = False  # splitting stopped narrowing the gap (not a limit of time or rounds)
+    spent = False  # a finishing descent stalled short of tol: later rounds raise the lower bound only
     res_prev, warm_ok = None, False
     for rounds in range(1, max_rounds + 1):
         t_round = time.perf_counter()
@@ -777,7 +786,9 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         placed = rounds == max_rounds or no_room or (math.isfinite(top_gap) and gap > _PLACE_WHEN * top_gap)
         goal = _refine_goal(X, best_cost, tol)
         report = (f"  min_tension refine round {rounds:3d}", report_scale) if verbose else None
-        if placed and gap > tol and time.perf_counter() < deadline:
+        if placed and gap > tol and spent and report is not None:
+            _progress(f"{report[0]}: flow not descended (the cheapest flow's descent stalled), placement only")
+        if placed and gap > tol and not spent and time.perf_counter() < deadline:
             # first the flow's weights (a third of the gap in a few dozen evaluations at full
             # vocabulary), then the rows' placement, which may run to the deadline
             mem = new_memory(_MAXCOR)
@@ -814,6 +825,9 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             if down is not None:
                 best_cost, best_flow = down[0], (Ib, Jb, down[1], down[2])
                 gap = _refine_gap(X, best_val, best_cost)
+            # the cheapest flow descended until it stalled: a later round's flow, descended, has not
+            # come below it (_FINISH_EVALS above), so the later rounds go straight to their placements
+            spent = gap > tol
         if verbose:
             f = report_scale
             _progress(f"  min_tension refine round {rounds:3d}: {m} groups, T in [{best_val * f:.12g}, "
