@@ -205,6 +205,34 @@ def test_nnls_rows_solve_the_full_problem(rank_deficient):
                                                                                            else D)
 
 
+def test_nnls_newton_solves_every_row_as_lawson_hanson():
+    """Projected Newton over all rows at once (:func:`_nnls_newton`, the couplings' shares)
+    solves every row itself, none left to the fallback, and reaches the optimum of SciPy's
+    Lawson-Hanson ``nnls`` row by row: the same residual norm to rounding, and the
+    optimality conditions (a non-negative gradient on the bound, zero off it), on 400 rows
+    with many different active sets (rows made from sparse non-negative combinations of the
+    columns, plus noise, some of them outside the cone)."""
+    from scipy.optimize import nnls
+
+    rng = np.random.default_rng(8)
+    r = nb = 40
+    A = rng.standard_normal((r, nb))
+    mu = rng.random((400, nb)) * (rng.random((400, nb)) < 0.6)
+    B = mu @ A.T + 0.3 * rng.standard_normal((400, r))
+    M, left = rf._nnls_newton(A, B)
+    assert left.size == 0 and (M >= 0).all()
+    assert len({row.tobytes() for row in M > 0}) > 300  # not a tolerance: many active sets
+    cond = np.linalg.cond(A)
+    top = np.linalg.norm(A, 2)
+    for b, m in zip(B, M, strict=True):
+        ref = np.linalg.norm(A @ nnls(A, b)[0] - b)
+        assert abs(np.linalg.norm(A @ m - b) - ref) <= kernel_rtol(nb * r) * np.linalg.norm(b) * cond
+        g = A.T @ (A @ m - b)
+        off = m > 0
+        allow = kernel_rtol(nb * r) * top * (top * np.linalg.norm(m) + np.linalg.norm(b)) * cond
+        assert np.abs(g[off]).max(initial=0.0) <= allow and g[~off].min(initial=0.0) >= -allow
+
+
 @pytest.mark.parametrize("mode", ["w", "nnls", "M"])
 def test_shares_are_distributions(mode):
     rng = np.random.default_rng(2)
