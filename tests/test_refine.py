@@ -181,28 +181,35 @@ def test_northwest_coupling_keeps_both_marginals():
     assert (np.bincount(ia, mass, len(a)) <= a * (1.0 + kernel_rtol(11))).all()
 
 
-@pytest.mark.parametrize("rank_deficient", [False, True])
-def test_nnls_rows_solve_the_full_problem(rank_deficient):
+@pytest.mark.parametrize("case", ["independent", "ill-conditioned", "rank-deficient"])
+def test_nnls_rows_solve_the_full_problem(monkeypatch, case):
     """The reduced non-negative least squares (on the SVD of the directions) reaches the
     optimum of SciPy's ``nnls`` on the full ``d``-row problem, row by row: the same residual
-    norm, to rounding, including rows that are exact non-negative combinations (residual 0)
-    and directions with a repeated row (rank 11 of 12)."""
+    norm, to rounding, including rows that are exact non-negative combinations (residual 0),
+    directions with a repeated row (rank 11 of 12) and two nearly equal directions (condition
+    about 1e7).  The last two go to Lawson-Hanson without the Newton solve, the first to it."""
     from scipy.optimize import nnls
 
+    calls = []
+    real = rf._nnls_newton
+    monkeypatch.setattr(rf, "_nnls_newton", lambda A, B: calls.append(1) or real(A, B))
     rng = np.random.default_rng(21)
     nb, d = 12, 30
     D = rng.standard_normal((nb, d))
-    if rank_deficient:
+    if case == "rank-deficient":
         D[5] = D[2]
+    elif case == "ill-conditioned":
+        D[7] = D[3] + 1e-7 * rng.standard_normal(d)
     G = rng.standard_normal((8, d))
     G[:3] = rng.random((3, nb)) @ D  # in the cone of the directions
     M = rf._nnls_rows(D, G)
-    assert M.shape == (8, nb) and (M >= 0).all()
+    assert M.shape == (8, nb) and (M >= 0).all() and np.isfinite(M).all()
+    assert bool(calls) == (case == "independent")
+    cond = np.linalg.cond(D[:11] if case == "rank-deficient" else D)
     for g, mu in zip(G, M, strict=True):
         ref = np.linalg.norm(D.T @ nnls(D.T, g)[0] - g)
         got = np.linalg.norm(D.T @ mu - g)
-        assert abs(got - ref) <= kernel_rtol(nb * d) * np.linalg.norm(g) * np.linalg.cond(D[:11] if rank_deficient
-                                                                                           else D)
+        assert abs(got - ref) <= kernel_rtol(nb * d) * np.linalg.norm(g) * cond
 
 
 def test_nnls_newton_solves_every_row_as_lawson_hanson():
