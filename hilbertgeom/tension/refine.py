@@ -293,15 +293,19 @@ def _nnls_newton(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, nb = C.shape
     P = np.linalg.inv(K)
     slack = 10.0 * max(A.shape) * _U64 * float(np.abs(A).sum(axis=0).max()) * np.linalg.norm(B, axis=1)
+
+    def value(Mr, Cr):
+        return 0.5 * np.einsum("ij,ij->i", Mr @ K, Mr) - np.einsum("ij,ij->i", Cr, Mr)
+
     M = np.maximum(C @ P, 0.0)
     todo = np.arange(n)
-    for _ in range(_NNLS_STEPS):
+    for step in range(_NNLS_STEPS + 1):
         Mt, Ct = M[todo], C[todo]
         G = Mt @ K - Ct
         pg = np.where(Mt > 0, G, np.minimum(G, 0.0))
         open_ = ~(np.abs(pg).max(axis=1, initial=0.0) <= slack[todo])  # a non-finite row stays open
         todo, Mt, Ct, G = todo[open_], Mt[open_], Ct[open_], G[open_]
-        if not todo.size:
+        if not todo.size or step == _NNLS_STEPS:
             break
         held = (Mt <= 0) & (G > 0)
         U = np.where(held, 0.0, G) @ P
@@ -324,14 +328,14 @@ def _nnls_newton(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             Y[~h] = 0.0
             d[rows] += Y @ P
         d[held] = 0.0
-        f0 = 0.5 * np.einsum("ij,ij->i", Mt @ K, Mt) - np.einsum("ij,ij->i", Ct, Mt)
+        f0 = value(Mt, Ct)
         t = np.ones(todo.size)
         new = Mt.copy()
         wait = np.ones(todo.size, bool)
         for _ in range(30):
             w = np.flatnonzero(wait)
             Q = np.maximum(Mt[w] + t[w, None] * d[w], 0.0)
-            fq = 0.5 * np.einsum("ij,ij->i", Q @ K, Q) - np.einsum("ij,ij->i", Ct[w], Q)
+            fq = value(Q, Ct[w])
             ok = fq <= f0[w] + 1e-4 * np.einsum("ij,ij->i", G[w], Q - Mt[w])
             new[w[ok]] = Q[ok]
             wait[w[ok]] = False
@@ -339,10 +343,6 @@ def _nnls_newton(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 break
             t[wait] *= 0.5
         M[todo] = new
-    else:
-        Mt, G = M[todo], M[todo] @ K - C[todo]
-        pg = np.where(Mt > 0, G, np.minimum(G, 0.0))
-        todo = todo[~(np.abs(pg).max(axis=1, initial=0.0) <= slack[todo])]
     return M, todo
 
 
