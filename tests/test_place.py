@@ -443,3 +443,122 @@ def test_place_tail_ends_where_no_row_is_open(monkeypatch):
                           True)
     assert seen == [[0, 1, 2], [0]]
     assert v == 2.0  # not a tolerance: two passes of the fake, one each
+
+
+def hub_tail(k=30, t=400, d=48, seed=5):
+    """A potential of the MiniLM tail's shape (fewer large rows than dimensions: 184 at d = 384
+    there): ``k`` large rows on the half of a sphere of
+    radius 1/2 about ``+e_1`` (diameter at most 1) and ``t`` tail rows in a cloud of radius
+    0.005 about ``-0.48 e_1`` (0.87-0.99 from each large row: every large row is a ball for
+    every tail row, and no two tail rows ever are), the tail's gradient rows pointing away
+    from the large rows.  Returns ``(X, Phi, tail)``."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((k, d))
+    U[:, 0] = np.abs(U[:, 0]) + 1.5 * np.linalg.norm(U[:, 1:], axis=1)  # cos(angle to e_1) > 0.83
+    U /= np.linalg.norm(U, axis=1)[:, None]
+    e1 = np.eye(d)[0]
+    T = -0.48 * e1 + 0.005 * rng.uniform(-1, 1, (t, d)) / np.sqrt(d)
+    Phi = np.vstack([0.5 * U, T])
+    Xt = -e1 + 0.3 * rng.standard_normal((t, d)) / np.sqrt(d)
+    Xt *= rng.uniform(1e-4, 2e-4, t)[:, None]  # the small rows
+    X = np.vstack([U, Xt])
+    return X, Phi, np.arange(k, k + t)
+
+
+def test_rows_placed_at_once_reach_their_best_points(monkeypatch):
+    """Where no tail row can bound another (``hub_tail``), each tail row's best point is that
+    of its own program given the large rows.  The rows placed at once (:func:`_place_batch`,
+    one batched projected Newton on all their duals) whose duals finished reach the value
+    of that program (CLARABEL, an independent interior-point solve, on every tenth of them, to
+    its tolerance; :func:`test_batch_newton_finishes_every_row_of_the_tail_shape` checks
+    ``_GAP`` against Newton one row at a time); the passes go on until no row is left open.  The potential is feasible (brute
+    force), and the gain is at least that of one row at a time, less ``2 _GAP sum |x_i|``."""
+    import cvxpy as cp
+
+    X, Phi, tail = hub_tail()
+    assert brute_pairs(Phi)[0].max() <= 1.0
+    placed = []
+    real = pl._place_batch
+
+    def spy(*a, **kw):
+        out = real(*a, **kw)
+        placed.append(None if out is None else out[1])
+        return out
+
+    def passes(rows):  # until no row is left open (a row stopped by its trust ball goes on)
+        P, gain = Phi, 0.0
+        for _ in range(20):
+            P, g, rows = pl.place_pass(X, P, rows)
+            gain += g
+            if not rows.size:
+                return P, gain
+        raise AssertionError("rows still open after 20 passes")
+
+    monkeypatch.setattr(pl, "_place_batch", spy)
+    Pb, gb = passes(tail)
+    assert placed and placed[0] is not None and placed[0].size >= 0.9 * tail.size
+    assert brute_pairs(Pb)[0].max() <= 1.0 + kernel_rtol(X.shape[1])
+    n = np.linalg.norm(X, axis=1)
+    for i in np.sort(placed[0])[::10]:
+        z = cp.Variable(X.shape[1])
+        prob = cp.Problem(cp.Maximize(X[i] / n[i] @ z), [cp.norm(z - Phi[a]) <= 1 for a in range(tail[0])])
+        prob.solve(solver=cp.CLARABEL)
+        assert prob.status == "optimal"
+        assert SOLVER.close(float(X[i] @ Pb[i]) / n[i], prob.value, scale=1.0)
+    monkeypatch.setattr(pl, "_BATCH_MIN", tail.size + 1)
+    placed.clear()
+    Ps, gs = passes(tail)
+    assert not placed  # one at a time
+    assert gb >= gs - 2 * pl._GAP * float(n.sum())
+
+
+def test_rows_placed_at_once_stay_within_one_of_each_other():
+    """Two tail clusters 0.79 apart (just inside ``1 - radius``), their gradient rows pushing
+    them apart and nothing else in the way: placed at once, each moves at most half the
+    trust radius, so after the first batch they are at most 0.99 apart; then they are
+    farther than ``1 - radius`` and only one cluster is placed at once, against the other's
+    balls.  The potential stays feasible (brute force) and the clusters end at distance 1."""
+    rng = np.random.default_rng(2)
+    d, t = 6, 300
+    e2 = np.eye(d)[1]
+    side = np.repeat([1.0, -1.0], t // 2)
+    Phi = 0.395 * side[:, None] * e2 + 1e-4 * rng.uniform(-1, 1, (t, d))
+    X = side[:, None] * e2 * rng.uniform(1.0, 2.0, t)[:, None]
+    assert brute_pairs(Phi)[0].max() < 0.8
+    P, gained, _ = pl.place_pass(X, Phi, np.arange(t))
+    D = brute_pairs(P)[0]
+    assert gained > 0 and D.max() <= 1.0 + kernel_rtol(d)
+    assert D.max() >= 1.0 - 1e-6  # not a tolerance: the clusters are pushed to the unit distance
+
+
+def test_batch_newton_finishes_every_row_of_the_tail_shape():
+    """:func:`_batch_newton` from the first row's multipliers finishes every row of
+    ``hub_tail`` (Newton alone, no L-BFGS-B), and each row's point ``(x + Q^T mu) / M``, shortened
+    into every ball as it is placed, has the value of that of the row's own :func:`_dual_newton`
+    to ``2 _GAP`` (each within ``_GAP`` of the optimum), on the rows (most) where that one
+    finishes from the same start."""
+    X, Phi, tail = hub_tail(t=64)
+    k = tail[0]
+    C, P = Phi[:k], Phi[tail]
+    x = X[tail] / np.linalg.norm(X[tail], axis=1)[:, None]
+    du = pl._Duals(C, P, x, 0.1)
+    Q0 = np.vstack([C - P[0], np.zeros((1, C.shape[1]))])
+    mu0 = pl._best_point(x[0], Q0, du.r2, np.ones(du.m))[1]
+    mu, solved = pl._batch_newton(du, mu0)
+    assert solved.all()
+    compared = 0
+    for i in range(tail.size):
+        Q = np.vstack([C - P[i], np.zeros((1, C.shape[1]))])
+        ref, finished = pl._dual_newton(x[i], Q, du.r2, np.einsum("ij,ij->i", Q, Q), mu0)
+        if not finished:  # one at a time, that row would go on to L-BFGS-B: no reference to _GAP
+            continue
+        compared += 1
+        c0 = np.einsum("ij,ij->i", Q, Q) - du.r2
+        vals = []
+        for m in (mu[i], ref):
+            phi = (x[i] + Q.T @ m) / m.sum()
+            t = pl._into_balls(Q @ phi, float(phi @ phi), c0)  # shortened into every ball, as placed
+            assert np.all(np.einsum("ij,ij->i", t * phi - Q, t * phi - Q) <= du.r2 * (1 + kernel_rtol(Q.shape[1])))
+            vals.append(float(x[i] @ (t * phi)))
+        assert abs(vals[0] - vals[1]) <= 2 * pl._GAP
+    assert compared >= 0.75 * tail.size

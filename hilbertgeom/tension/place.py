@@ -47,6 +47,7 @@ import time
 
 import numpy as np
 
+from .._pairs import pairs_beyond
 from ._results import _U64, _rownorms
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -95,6 +96,20 @@ _MAX_BALLS = 4096
 #: (:func:`place_pass`'s open rows); a row solved to ``_GAP`` may stand a little inside the
 #: spheres that bind it, and a ball counted in needlessly only costs a row placed again
 _TOUCH = 1e-3
+#: a pass over at least this many rows first places them all at once (:func:`_place_batch`):
+#: the rows no two of which are farther apart than ``1 - radius``, each against the other rows
+#: that are (the same screen as one at a time), with half the trust radius
+_BATCH_MIN = 256
+#: the balls common to the rows placed at once: at most this many rows (else one at a time)
+_BATCH_BALLS = 2048
+#: rows placed at once per chunk (the duals are ``chunk x balls`` arrays), and the rows whose
+#: free-set systems are solved together (sorted by their number of free multipliers)
+_BATCH_CHUNK = 2048
+_SOLVE_BLOCK = 256
+#: and at most this many entries in a block's systems (128 MiB)
+_SOLVE_ENTRIES = 1 << 24
+#: rows stopped by their trust ball are placed at once again, at most this many times a pass
+_BATCH_REPEAT = 4
 
 
 def _into_balls(qd: np.ndarray, dd: float, c0: np.ndarray) -> float:
@@ -192,6 +207,305 @@ def _best_point(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, mu0: np.ndarray) -
     return (t * d if t > 0 else np.zeros_like(d)), mu
 
 
+def _into_balls_rows(qd: np.ndarray, dd: np.ndarray, c0: np.ndarray) -> np.ndarray:
+    """:func:`_into_balls` for many rows at once (``qd``, ``c0``: rows x balls; ``dd``: rows,
+    positive)."""
+    b = -2.0 * qd
+    disc = b * b - 4.0 * dd[:, None] * c0
+    return np.minimum(1.0, ((-b + np.sqrt(np.maximum(disc, 0.0))) / (2.0 * dd[:, None])).min(axis=1))
+
+
+class _Duals:
+    """The duals ``g`` of many rows at once over common balls (:func:`_place_batch`): ``kb`` balls
+    of radius 1 centred on the rows of ``C`` and a trust ball of radius ``rho`` about each row's
+    point ``p`` (the last multiplier).  In coordinates about ``p`` (``q_b = c_b - p``, the trust
+    ball's centre 0) the Gram matrix ``K`` is ``C C^T - C p 1^T - 1 p^T C^T + |p|^2`` on the balls
+    of rows and 0 on the trust ball's row and column: it is never formed per row, only its
+    products ``K mu`` (one GEMM with ``C C^T`` for all rows) and its free-set blocks."""
+
+    def __init__(self, C: np.ndarray, P: np.ndarray, x: np.ndarray, rho: float):
+        kb = C.shape[0]
+        self.kb, self.m = kb, kb + 1
+        self.HH = np.zeros((kb + 1, kb + 1))
+        self.HH[:kb, :kb] = C @ C.T
+        self.HHpad = np.zeros((kb + 2, kb + 2))  # and a zero row for padding
+        self.HHpad[:kb, :kb] = self.HH[:kb, :kb]
+        self.Cp = np.zeros((P.shape[0], kb + 1))
+        self.Cp[:, :kb] = P @ C.T
+        self.pp = np.einsum("ij,ij->i", P, P)
+        self.qx = np.zeros_like(self.Cp)
+        self.px = np.einsum("ij,ij->i", P, x)
+        self.qx[:, :kb] = x @ C.T - self.px[:, None]
+        self.qq = np.zeros_like(self.Cp)
+        self.qq[:, :kb] = np.diag(self.HH)[:kb] - 2.0 * self.Cp[:, :kb] + self.pp[:, None]
+        self.r2 = np.append(np.ones(kb), rho * rho)
+        self.c0 = self.qq - self.r2
+
+    def kmul(self, idx: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """``K mu`` for the rows ``idx``."""
+        kb = self.kb
+        mh = mu[:, :kb]
+        s = mh.sum(axis=1)
+        cp = self.Cp[idx, :kb]
+        out = np.zeros_like(mu)
+        out[:, :kb] = mh @ self.HH[:kb, :kb]
+        out[:, :kb] -= cp * s[:, None]
+        out[:, :kb] += (self.pp[idx] * s - np.einsum("ij,ij->i", cp, mh))[:, None]
+        return out
+
+    def state(self, idx: np.ndarray, mu: np.ndarray):
+        """``(g, gradient, M, Q phi, |phi|^2)`` of the rows ``idx`` at ``mu`` (as :func:`_dual_newton`)."""
+        M = mu.sum(axis=1)
+        Km = self.kmul(idx, mu)
+        qx = self.qx[idx]
+        zz = 1.0 + 2.0 * np.einsum("ij,ij->i", mu, qx) + np.einsum("ij,ij->i", mu, Km)
+        qphi = (qx + Km) / M[:, None]
+        pp = zz / (M * M)
+        f = zz / (2.0 * M) - 0.5 * np.einsum("ij,ij->i", mu, self.c0[idx])
+        g = 0.5 * (self.r2 - (pp[:, None] - 2.0 * qphi + self.qq[idx]))
+        return f, g, M, qphi, pp
+
+    def primal(self, idx, mu, M, qphi, pp) -> np.ndarray:
+        """``<x, t phi>`` for the largest ``t <= 1`` keeping every ball (0 where ``phi = 0``)."""
+        ok = pp > 0
+        t = np.zeros(idx.size)
+        if ok.any():
+            t[ok] = np.maximum(_into_balls_rows(qphi[ok], pp[ok], self.c0[idx[ok]]), 0.0)
+        return t * (1.0 + np.einsum("ij,ij->i", mu, self.qx[idx])) / M
+
+    def directions(self, idx, mu, free, g, M, qphi, pp) -> np.ndarray:
+        """The Newton directions on each row's free multipliers (0 on the others), the rows
+        sorted by their number of free multipliers and solved ``_SOLVE_BLOCK`` at a time; a
+        row whose system is singular gets 0 (its line search then fails).  The system of a row
+        is ``A_F A_F^T p = -M g_F`` (the Hessian times ``M``) with ``(A A^T)_ab = <c_a - z, c_b -
+        z>`` for the new point ``z = p + phi``: the gathered ``C C^T`` less ``w_a + w_b``, ``w_a =
+        <c_a, z> - |z|^2 / 2``; the trust ball's centre is the row's own point, and its row and
+        column are set apart.  Padded places point to a zero row of the gathered matrix, with 1
+        on the diagonal; the ``w`` subtracted there are set back to 0."""
+        kb, m = self.kb, self.m
+        out = np.zeros_like(g)
+        count = free.sum(axis=1)
+        order = np.argsort(count, kind="stable")
+        HH = self.HHpad
+        # <c_a, z> = <c_a, p> + <q_a, phi> + <p, phi> (q_a = c_a - p), |z|^2 = |p|^2 + 2 <p, phi> + |phi|^2,
+        # and <p, phi> = (<p, x> + sum_a mu_a <p, c_a - p>) / M
+        kb1 = slice(0, kb)
+        pp0 = self.pp[idx]
+        pphi = (self.px[idx] + np.einsum("ij,ij->i", mu[:, kb1], self.Cp[idx, kb1] - pp0[:, None])) / M  # <p, phi>
+        zz = pp0 + 2.0 * pphi + pp  # |z|^2
+        w = np.empty((idx.size, m))
+        w[:, kb1] = self.Cp[idx, kb1] + qphi[:, kb1] + (pphi - 0.5 * zz)[:, None]  # <c_a, z> - |z|^2 / 2
+        w[:, kb] = pp0 + pphi - 0.5 * zz  # <p, z> - |z|^2 / 2
+        s = 0
+        while s < order.size:
+            f = int(count[order[min(s + _SOLVE_BLOCK, order.size) - 1]])  # the block's largest
+            r = order[s : s + max(1, min(_SOLVE_BLOCK, _SOLVE_ENTRIES // max(f * f, 1)))]
+            s += r.size
+            f = int(count[r].max())
+            if f == 0:
+                continue
+            pos = np.argsort(~free[r], axis=1, kind="stable")[:, :f]  # the free ones first, in order
+            valid = np.arange(f)[None, :] < count[r][:, None]
+            pos = np.where(valid, pos, m)  # padding: the zero row
+            wf = np.take_along_axis(np.append(w[r], np.zeros((r.size, 1)), axis=1), pos, axis=1)
+            H = HH.ravel().take(pos[:, :, None] * (m + 1) + pos[:, None, :])  # twice as fast as 2-d fancy indexing
+            H -= wf[:, :, None]
+            H -= wf[:, None, :]
+            tr = pos == kb  # the trust ball: <p - z, c_b - z> = <p, c_b> - <p, z> - <c_b, z> + |z|^2
+            if tr.any():
+                k, j = np.nonzero(tr)
+                cpk = np.zeros((k.size, m + 1))
+                cpk[:, :kb] = self.Cp[idx[r[k]], :kb]
+                cpk[:, kb] = self.pp[idx[r[k]]]
+                row = np.take_along_axis(cpk, pos[k], axis=1)
+                row = np.where(valid[k], row, 0.0)
+                H[k, j, :] += row
+                H[k, :, j] += row
+                H[k, j, j] -= row[np.arange(k.size), j]
+            for e, c in enumerate(count[r].tolist()):  # the padded places: the end of each row's system
+                H[e, c:, :] = 0.0
+                H[e, :, c:] = 0.0
+            dg = np.einsum("kii->ki", H)
+            ridge = 1e-13 * dg.sum(axis=1) / np.maximum(count[r], 1) + 1e-300  # not a tolerance: a ridge
+            dg += np.where(valid, ridge[:, None], 1.0)
+            rhs = np.where(valid, -M[r, None] * np.take_along_axis(np.append(g[r], np.zeros((r.size, 1)), axis=1),
+                                                                    pos, axis=1), 0.0)
+            try:
+                sol = np.linalg.solve(H, rhs[:, :, None])[:, :, 0]
+            except np.linalg.LinAlgError:
+                sol = np.zeros_like(rhs)
+                for e in range(r.size):
+                    try:
+                        sol[e] = np.linalg.solve(H[e], rhs[e])
+                    except np.linalg.LinAlgError:
+                        sol[e] = 0.0
+            sol = np.where(valid & np.isfinite(sol), sol, 0.0)
+            blk = np.zeros((r.size, m + 1))
+            np.put_along_axis(blk, pos, sol, axis=1)
+            out[r] = blk[:, :m]
+        return out
+
+
+def _batch_newton(du: _Duals, mu0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Projected Newton on every row's dual at once (the steps of :func:`_dual_newton`, each row
+    stopping on its own test, an Armijo search per row along its projected path), every row from
+    the multipliers ``mu0``.  Returns the multipliers and which rows finished; the others (step limit,
+    singular system, no descent on the path) are left to :func:`_best_point`."""
+    n = du.Cp.shape[0]
+    idx = np.arange(n)
+    mu = np.array(np.broadcast_to(np.maximum(mu0, _MU_MIN), (n, du.m)))
+    f, g, M, qphi, pp = du.state(idx, mu)
+    solved = np.zeros(n, bool)
+    act = idx
+    for _ in range(_NEWTON_ITERS):
+        ma, ga = mu[act], g[act]
+        free = ~((ma <= _MU_MIN) & (ga > 0))
+        gmax = np.where(free, np.abs(ga), 0.0).max(axis=1)
+        done = (gmax <= _GTOL) | (f[act] - du.primal(act, ma, M[act], qphi[act], pp[act]) <= _GAP)
+        solved[act[done]] = True
+        act, free = act[~done], free[~done]
+        if not act.size:
+            break
+        p = du.directions(act, mu[act], free, g[act], M[act], qphi[act], pp[act])
+        t = np.ones(act.size)
+        left = np.arange(act.size)
+        for _ in range(20):
+            rows = act[left]
+            mt = np.maximum(mu[rows] + t[left, None] * p[left], _MU_MIN)
+            mt = np.where(free[left], mt, mu[rows])
+            ft, gt, Mt, qt, pt = du.state(rows, mt)
+            good = (ft < f[rows]) & (ft <= f[rows] + 1e-4 * np.einsum("ij,ij->i", g[rows], mt - mu[rows]))
+            a = rows[good]
+            mu[a], f[a], g[a], M[a], qphi[a], pp[a] = mt[good], ft[good], gt[good], Mt[good], qt[good], pt[good]
+            left = left[~good]
+            if not left.size:
+                break
+            t[left] *= 0.5
+        if left.size:  # no point of the path lowers g: left to L-BFGS-B
+            act = np.setdiff1d(act, act[left], assume_unique=True)
+    return mu, solved
+
+
+def _place_batch(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, n: np.ndarray, radius: float,
+                 deadline: float):
+    """The rows of ``rows`` that can be placed at once, placed (``Phi`` updated in place):
+    those no two of which are farther apart than ``1 - radius`` (a greedy vertex cover of the
+    pairs that are leaves the others to be placed one at a time), each moved at most ``radius /
+    2`` (so two of them stay within 1) to its best point in the balls of the other rows farther
+    than ``1 - radius`` from one of them (the same screen as one at a time: a row not screened
+    stays within 1); the duals by :func:`_batch_newton`, the moves shortened and checked as in
+    :func:`place_pass`.  Returns ``(gain, done, touched, stuck)``: the value gained, the rows
+    placed (moved or not) whose duals finished, the rows each of those touches, and those that
+    stopped on their trust ball; or ``None`` where fewer than ``_BATCH_MIN`` rows can be placed at
+    once or the balls are more than ``_BATCH_BALLS``."""
+    V, d = Phi.shape
+    rho = 0.5 * radius
+    far = 1.0 - radius
+    mean = Phi.mean(axis=0)
+    P0 = Phi - mean  # the distances do not change; the Gram forms' rounding scales with these norms
+    a, b = pairs_beyond(P0[rows], np, far)
+    keep = np.ones(rows.size, bool)
+    if a.size:
+        deg = np.bincount(np.concatenate([a, b]), minlength=rows.size)
+        for i, j in zip(a.tolist(), b.tolist(), strict=True):
+            if keep[i] and keep[j]:
+                keep[i if (deg[i], i) > (deg[j], j) else j] = False
+    R = rows[keep]
+    if R.size < _BATCH_MIN:
+        return None
+    inR = np.zeros(V, bool)
+    inR[R] = True
+    N = np.flatnonzero(~inR)
+    nn = np.einsum("ij,ij->i", P0, P0)
+    slack = 4.0 * (d + 2) * _U64  # as in place_pass
+    ball = np.zeros(N.size, bool)
+    for s in range(0, R.size, 512):
+        r = R[s : s + 512]
+        D2 = P0[N] @ P0[r].T
+        D2 *= -2.0
+        D2 += nn[N][:, None]
+        D2 += nn[r][None, :]
+        ball |= (D2 > far * far - slack * (nn[N][:, None] + nn[r][None, :])).any(axis=1)
+    B = N[ball]
+    if B.size > _BATCH_BALLS:
+        return None
+    C = P0[B]
+    gain = 0.0
+    done: list[np.ndarray] = []
+    stuck: list[np.ndarray] = []
+    touched: dict[int, np.ndarray] = {}
+    touch2 = (1.0 - _TOUCH) ** 2
+    mu0 = None
+    for s in range(0, R.size, _BATCH_CHUNK):
+        if time.perf_counter() > deadline:
+            break
+        r = R[s : s + _BATCH_CHUNK]
+        x = X[r] / n[r][:, None]
+        du = _Duals(C, P0[r], x, rho)
+        if mu0 is None:  # every row starts from the first row's multipliers (one at a time)
+            Q = np.vstack([C - P0[r[0]], np.zeros((1, d))])
+            mu0 = _best_point(x[0], Q, du.r2, np.ones(du.m))[1]
+        mu, solved = _batch_newton(du, mu0)
+        if solved.any():
+            mu0 = mu[np.flatnonzero(solved)[0]]
+        r, mu, x = r[solved], mu[solved], x[solved]
+        sel = np.flatnonzero(solved)
+        kb = B.size
+        M = mu.sum(axis=1)
+        dv = (x + mu[:, :kb] @ C - P0[r] * mu[:, :kb].sum(axis=1)[:, None]) / M[:, None]
+        dd = np.einsum("ij,ij->i", dv, dv)
+        qd = np.zeros((r.size, kb + 1))
+        qd[:, :kb] = dv @ C.T - np.einsum("ij,ij->i", P0[r], dv)[:, None]
+        ok = (dd > 0) & np.isfinite(dd)
+        t = np.zeros(r.size)
+        t[ok] = np.maximum(_into_balls_rows(qd[ok], dd[ok], du.c0[sel[ok]]), 0.0)
+        t *= 1.0 - 1e-12  # not a tolerance: just inside the nearest sphere, as in _best_point
+        step = t[:, None] * dv
+        g = np.einsum("ij,ij->i", X[r], step)
+        move = ok & (t > 0) & (g >= -_GIVE * n[r])
+        # the balls each moved row may touch or pass (GEMM distance with a slack), checked formed
+        Z = Phi[r] + step
+        Zc = Z - mean
+        zz = np.einsum("ij,ij->i", Zc, Zc)
+        D2 = zz[:, None] + du.HH.diagonal()[None, :kb] - 2.0 * (Zc @ C.T)
+        near = D2 > touch2 - slack * (zz[:, None] + du.HH.diagonal()[None, :kb])
+        near &= move[:, None]
+        ri, bi = np.nonzero(near)
+        cut = np.searchsorted(ri, np.arange(r.size + 1))
+        fine = np.zeros(r.size, bool)
+        sq1 = np.zeros(ri.size)
+        for k in np.flatnonzero(move).tolist():
+            e = slice(cut[k], cut[k + 1])
+            nb = Phi[B[bi[e]]]
+            for shorten in _SHORTEN:
+                diff = nb - (Phi[r[k]] + shorten * step[k])
+                sq = np.einsum("ij,ij->i", diff, diff)
+                if shorten == 1.0:
+                    sq1[e] = sq
+                if float(sq.max(initial=0.0)) <= 1.0:
+                    step[k] *= shorten
+                    fine[k] = True
+                    break
+        move &= fine
+        step[~move] = 0.0
+        g = np.where(move, np.einsum("ij,ij->i", X[r], step), 0.0)
+        Phi[r] += step
+        gain += float(g.sum())
+        # the balls each row touches (for the rows left open), from the unshortened check: a
+        # ball counted in needlessly only costs a row placed again
+        hit = sq1 >= touch2
+        for k, i in enumerate(r.tolist()):
+            if move[k]:
+                e = slice(cut[k], cut[k + 1])
+                touched[i] = B[bi[e][hit[e]]]
+            else:  # not moved: the balls about its current point that it touches
+                touched[i] = B[du.qq[sel[k], :kb] >= touch2]
+        done.append(r)
+        stuck.append(r[move & (np.einsum("ij,ij->i", step, step) >= (rho * (1.0 - _TOUCH)) ** 2)])
+    return gain, np.concatenate(done) if done else np.zeros(0, np.intp), touched, \
+        np.concatenate(stuck) if stuck else np.zeros(0, np.intp)
+
+
 def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: float = math.inf,
                radius: float = _RADIUS) -> tuple[np.ndarray, float]:
     """:func:`place_pass` without the rows left open: ``(potential, value gained)``."""
@@ -235,18 +549,35 @@ def place_pass(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
     prev_idx, prev_mu = np.zeros(0, np.intp), np.zeros(0)
     rows = np.asarray(rows, np.intp)
     rows = rows[n[rows] > 0]
+    seq, batch_touched = rows, {}
+    if rows.size >= _BATCH_MIN:
+        # first the rows that can be placed at once (and again those stopped by their trust
+        # ball); the others, and those still stopped, one at a time below
+        placed, todo = np.zeros(0, np.intp), rows
+        for _ in range(_BATCH_REPEAT):
+            out = _place_batch(X, Phi, todo, n, radius, deadline)
+            if out is None:
+                break
+            g, done, tch, todo = out
+            gain += g
+            batch_touched.update(tch)
+            placed = np.union1d(placed, done)
+            if not todo.size:
+                break
+        seq = rows[~np.isin(rows, placed) | np.isin(rows, todo)]
+        nn = np.einsum("ij,ij->i", Phi, Phi)
     # when each row was placed and last moved (its position in the pass), the rows each
     # placed row touches, and the rows that are open whatever moves later
     placed_at = np.full(Phi.shape[0], -1, np.intp)
     moved_at = np.full(Phi.shape[0], -1, np.intp)
-    touched: dict[int, np.ndarray] = {}
+    touched: dict[int, np.ndarray] = dict(batch_touched)  # placed at once: before every row below
     stuck: list[int] = []
     reached = 0  # rows[:reached] were looked at before the deadline
     touch2 = (1.0 - _TOUCH) ** 2
-    for start in range(0, rows.size, _BLOCK):
+    for start in range(0, seq.size, _BLOCK):
         if time.perf_counter() > deadline:
             break
-        blk = rows[start : start + _BLOCK]
+        blk = seq[start : start + _BLOCK]
         D2 = Phi @ Phi[blk].T  # becomes the squared distances, (V, block)
         D2 *= -2.0
         D2 += nn[:, None]
@@ -303,7 +634,7 @@ def place_pass(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
             D2[i, k + 1 :] = nn[i] + nn[later] - 2.0 * (Phi[later] @ Phi[i])
     open_ = np.zeros(Phi.shape[0], bool)
     open_[stuck] = True
-    open_[rows[reached:]] = True  # not reached before the deadline
+    open_[seq[reached:]] = True  # not reached before the deadline
     for i, nb in touched.items():
         if nb.size and int(moved_at[nb].max()) > placed_at[i]:
             open_[i] = True
