@@ -38,6 +38,16 @@ stopped at any time (a deadline) and the result is a feasible potential whose
 value never decreased.  This is block coordinate ascent: it stops where no
 single row can gain, not necessarily at the optimum; the certificate's gap
 says how far that is.
+
+A pass over many rows first places at once those no two of which are farther
+apart than ``1 - rho`` (:func:`_place_batch`): each moves at most ``rho / 2``, so
+they stay within 1 of each other, and each is bounded by the balls of the other
+rows farther than ``1 - rho`` from any of them (on the MiniLM tail the large rows
+alone).  Their duals are solved together (:class:`_Duals`, :func:`_batch_newton`):
+``Q Q^T`` of one row is the common ``C C^T`` less a rank-two term in its own point,
+so a step costs one GEMM over all rows and, per row, a system in its free
+multipliers, solved in blocks of rows sorted by their number.  The rows whose
+Newton does not finish, and the others, are then placed one at a time.
 """
 
 from __future__ import annotations
@@ -226,10 +236,8 @@ class _Duals:
     def __init__(self, C: np.ndarray, P: np.ndarray, x: np.ndarray, rho: float):
         kb = C.shape[0]
         self.kb, self.m = kb, kb + 1
-        self.HH = np.zeros((kb + 1, kb + 1))
+        self.HH = np.zeros((kb + 2, kb + 2))  # C C^T, then zero rows: the trust ball's and the padding's
         self.HH[:kb, :kb] = C @ C.T
-        self.HHpad = np.zeros((kb + 2, kb + 2))  # and a zero row for padding
-        self.HHpad[:kb, :kb] = self.HH[:kb, :kb]
         self.Cp = np.zeros((P.shape[0], kb + 1))
         self.Cp[:, :kb] = P @ C.T
         self.pp = np.einsum("ij,ij->i", P, P)
@@ -286,7 +294,7 @@ class _Duals:
         out = np.zeros_like(g)
         count = free.sum(axis=1)
         order = np.argsort(count, kind="stable")
-        HH = self.HHpad
+        HH = self.HH
         # <c_a, z> = <c_a, p> + <q_a, phi> + <p, phi> (q_a = c_a - p), |z|^2 = |p|^2 + 2 <p, phi> + |phi|^2,
         # and <p, phi> = (<p, x> + sum_a mu_a <p, c_a - p>) / M
         kb1 = slice(0, kb)
@@ -516,7 +524,10 @@ def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
 def place_pass(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: float = math.inf,
                radius: float = _RADIUS) -> tuple[np.ndarray, float, np.ndarray]:
     """Each of ``rows`` in turn moved to its best point given all the others
-    (Gauss-Seidel: a later row sees the earlier ones' new points).  ``Phi`` must
+    (Gauss-Seidel: a later row sees the earlier ones' new points); where there are at
+    least ``_BATCH_MIN`` of them, those that can be are first placed at once
+    (:func:`_place_batch`, again for those stopped by their trust ball, up to
+    ``_BATCH_REPEAT`` times), and the rest in turn.  ``Phi`` must
     be feasible (diameter at most 1); the result is, up to the rounding of one
     distance per pair (the certificate divides by the exact diameter).  A move
     is kept only where it raises ``<x_i, phi_i>`` and no row is farther than 1
@@ -538,7 +549,8 @@ def place_pass(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
     none); so a row is left open where its trust ball or a row it touches (within
     ``_TOUCH`` of distance 1) moved after it, where its step was not kept, or where
     the deadline came first.  A row with more than ``_MAX_BALLS`` screened rows is
-    never open (it is never moved)."""
+    never open (it is never moved).  The rows placed at once count as placed before
+    every row placed in turn."""
     Phi = np.array(Phi, dtype=np.float64, copy=True)
     d = Phi.shape[1]
     n = _rownorms(X)
