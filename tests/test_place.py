@@ -471,8 +471,9 @@ def test_rows_placed_at_once_reach_their_best_points(monkeypatch):
     one batched projected Newton on all their duals) whose duals finished reach the value
     of that program (CLARABEL, an independent interior-point solve, on every tenth of them, to
     its tolerance; :func:`test_batch_newton_finishes_every_row_of_the_tail_shape` checks
-    ``_GAP`` against Newton one row at a time); the passes go on until no row is left open.  The potential is feasible (brute
-    force), and the gain is at least that of one row at a time, less ``2 _GAP sum |x_i|``."""
+    ``_GAP`` against Newton one row at a time); the passes go on until no row is left open.
+    Both potentials, at once and one at a time, are feasible (brute force), and the gain is at
+    least that of one row at a time, less ``2 _GAP sum |x_i|``."""
     import cvxpy as cp
 
     X, Phi, tail = hub_tail()
@@ -501,7 +502,8 @@ def test_rows_placed_at_once_reach_their_best_points(monkeypatch):
     n = np.linalg.norm(X, axis=1)
     for i in np.sort(placed[0])[::10]:
         z = cp.Variable(X.shape[1])
-        prob = cp.Problem(cp.Maximize(X[i] / n[i] @ z), [cp.norm(z - Phi[a]) <= 1 for a in range(tail[0])])
+        balls = [cp.norm(z - Phi[a]) <= 1 for a in range(tail[0])]  # the large rows'
+        prob = cp.Problem(cp.Maximize(X[i] / n[i] @ z), balls)
         prob.solve(solver=cp.CLARABEL)
         assert prob.status == "optimal"
         assert SOLVER.close(float(X[i] @ Pb[i]) / n[i], prob.value, scale=1.0)
@@ -509,6 +511,7 @@ def test_rows_placed_at_once_reach_their_best_points(monkeypatch):
     placed.clear()
     Ps, gs = passes(tail)
     assert not placed  # one at a time
+    assert brute_pairs(Ps)[0].max() <= 1.0 + kernel_rtol(X.shape[1])
     assert gb >= gs - 2 * pl._GAP * float(n.sum())
 
 
