@@ -57,7 +57,6 @@ import time
 
 import numpy as np
 
-from .._pairs import pairs_beyond
 from ._results import _U64, _rownorms
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -397,35 +396,44 @@ def _batch_newton(du: _Duals, mu0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _place_batch(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, n: np.ndarray, radius: float,
                  deadline: float):
     """The rows of ``rows`` that can be placed at once, placed (``Phi`` updated in place):
-    those no two of which are farther apart than ``1 - radius`` (a greedy vertex cover of the
-    pairs that are leaves the others to be placed one at a time), each moved at most ``radius /
-    2`` (so two of them stay within 1) to its best point in the balls of the other rows farther
-    than ``1 - radius`` from one of them (the same screen as one at a time: a row not screened
-    stays within 1); the duals by :func:`_batch_newton`, the moves shortened and checked as in
-    :func:`place_pass`.  Returns ``(gain, done, touched, stuck)``: the value gained, the rows
-    placed (moved or not) whose duals finished, the rows each of those touches, and those that
-    stopped on their trust ball; or ``None`` where fewer than ``_BATCH_MIN`` rows can be placed at
-    once or the balls are more than ``_BATCH_BALLS``."""
+    those no two of which are farther apart than ``1 - radius`` (each row in such a pair, of
+    those farther than half that from the rows' centroid, is left to be placed one at a
+    time), each moved at most ``radius / 2`` (so two of them stay within 1) to its best point
+    in the balls of the other rows farther than ``1 - radius`` from one of them (the same
+    screen as one at a time: a row not screened stays within 1); the duals by
+    :func:`_batch_newton`, the moves shortened and checked as in :func:`place_pass`.  Returns
+    ``(gain, done, touched, stuck)``: the value gained, the rows placed (moved or not) whose
+    duals finished, the rows each of those touches, and those that stopped on their trust
+    ball; or ``None`` where fewer than ``_BATCH_MIN`` rows can be placed at once or the balls
+    are more than ``_BATCH_BALLS``."""
     V, d = Phi.shape
     rho = 0.5 * radius
     far = 1.0 - radius
     mean = Phi.mean(axis=0)
     P0 = Phi - mean  # the distances do not change; the Gram forms' rounding scales with these norms
-    a, b = pairs_beyond(P0[rows], np, far)
+    nn = np.einsum("ij,ij->i", P0, P0)
+    slack = 4.0 * (d + 2) * _U64  # as in place_pass
+    # two rows within far / 2 of the rows' centroid are within far of each other: only the others
+    # can be in a pair farther apart, and each that is (screened by GEMM tiles with the margin of
+    # their rounding, so memory stays rows x 512) is left to be placed in turn
+    Pr = P0[rows]
+    cen = Pr - Pr.mean(axis=0)
+    half2 = (0.5 * far) ** 2 * (1.0 - 1e-9)  # not a tolerance: a margin for the centroid's rounding
+    outer = np.flatnonzero(np.einsum("ij,ij->i", cen, cen) > half2)
     keep = np.ones(rows.size, bool)
-    if a.size:
-        deg = np.bincount(np.concatenate([a, b]), minlength=rows.size)
-        for i, j in zip(a.tolist(), b.tolist(), strict=True):
-            if keep[i] and keep[j]:
-                keep[i if (deg[i], i) > (deg[j], j) else j] = False
+    for s in range(0, outer.size, 512):
+        o = outer[s : s + 512]
+        D2 = Pr @ Pr[o].T
+        D2 *= -2.0
+        D2 += nn[rows][:, None]
+        D2 += nn[rows[o]][None, :]
+        keep[o[(D2 > far * far - slack * (nn[rows][:, None] + nn[rows[o]][None, :])).any(axis=0)]] = False
     R = rows[keep]
     if R.size < _BATCH_MIN:
         return None
     inR = np.zeros(V, bool)
     inR[R] = True
     N = np.flatnonzero(~inR)
-    nn = np.einsum("ij,ij->i", P0, P0)
-    slack = 4.0 * (d + 2) * _U64  # as in place_pass
     ball = np.zeros(N.size, bool)
     for s in range(0, R.size, 512):
         r = R[s : s + 512]
