@@ -565,3 +565,26 @@ def test_batch_newton_finishes_every_row_of_the_tail_shape():
             vals.append(float(x[i] @ (t * phi)))
         assert abs(vals[0] - vals[1]) <= 2 * pl._GAP
     assert compared >= 0.75 * tail.size
+
+
+def test_rows_placed_at_once_are_reopened_by_a_ball_that_moves_after_them(monkeypatch):
+    """A large row passed with the tail (``hub_tail``) is farther than ``1 - radius`` from the
+    tail, so it is placed in turn after the rows placed at once; it moves, and every row placed
+    at once that touches it (its multipliers no longer hold) is left open for the next pass."""
+    X, Phi, tail = hub_tail()
+    seen = {}
+    real = pl._place_batch
+
+    def spy(*a, **kw):
+        out = real(*a, **kw)
+        if out is not None and not seen:
+            seen["done"], seen["touched"] = out[1], out[2]
+        return out
+
+    monkeypatch.setattr(pl, "_place_batch", spy)
+    h = 0
+    P, _, left = pl.place_pass(X, Phi, np.append(tail, h))
+    assert h not in seen["done"] and not np.array_equal(P[h], Phi[h])  # placed in turn, and moved
+    touching = [i for i, nb in seen["touched"].items() if h in nb]
+    assert touching and np.all(np.isin(touching, left))
+    assert brute_pairs(P)[0].max() <= 1.0 + kernel_rtol(X.shape[1])
