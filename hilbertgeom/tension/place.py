@@ -123,10 +123,9 @@ _BATCH_REPEAT = 4
 
 def _into_balls(qd: np.ndarray, dd: float, c0: np.ndarray) -> float:
     """The largest ``t`` with ``||t d - q_b||^2 <= r2_b`` for every ball, from ``Q d``,
-    ``||d||^2 > 0`` and ``c0 = ||q_b||^2 - r2_b`` (``t = 0`` is inside all), at most 1."""
-    b = -2.0 * qd
-    disc = b * b - 4.0 * dd * c0
-    return min(1.0, float(((-b + np.sqrt(np.maximum(disc, 0.0))) / (2.0 * dd)).min()))
+    ``||d||^2 > 0`` and ``c0 = ||q_b||^2 - r2_b`` (``t = 0`` is inside all), at most 1:
+    :func:`_into_balls_rows` for one row."""
+    return float(_into_balls_rows(qd[None, :], np.array([dd], dtype=np.float64), c0[None, :])[0])
 
 
 def _dual_newton(x: np.ndarray, Q: np.ndarray, r2: np.ndarray, qq: np.ndarray,
@@ -244,7 +243,8 @@ class _Duals:
         self.px = np.einsum("ij,ij->i", P, x)
         self.qx[:, :kb] = x @ C.T - self.px[:, None]
         self.qq = np.zeros_like(self.Cp)
-        self.qq[:, :kb] = np.diag(self.HH)[:kb] - 2.0 * self.Cp[:, :kb] + self.pp[:, None]
+        self.cc = np.diag(self.HH)[:kb].copy()  # the balls' squared norms
+        self.qq[:, :kb] = self.cc - 2.0 * self.Cp[:, :kb] + self.pp[:, None]
         self.r2 = np.append(np.ones(kb), rho * rho)
         self.c0 = self.qq - self.r2
 
@@ -483,8 +483,8 @@ def _place_batch(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, n: np.ndarray
         Z = Phi[r] + step
         Zc = Z - mean
         zz = np.einsum("ij,ij->i", Zc, Zc)
-        D2 = zz[:, None] + du.HH.diagonal()[None, :kb] - 2.0 * (Zc @ C.T)
-        near = D2 > touch2 - slack * (zz[:, None] + du.HH.diagonal()[None, :kb])
+        D2 = zz[:, None] + du.cc[None, :] - 2.0 * (Zc @ C.T)
+        near = D2 > touch2 - slack * (zz[:, None] + du.cc[None, :])
         near &= move[:, None]
         ri, bi = np.nonzero(near)
         cut = np.searchsorted(ri, np.arange(r.size + 1))
