@@ -242,3 +242,24 @@ def test_two_loop_is_the_bfgs_matrix_on_the_free_variables(scaled):
     want = H @ q
     assert np.all(got[~free] == 0.0)  # not a tolerance: held variables do not move
     assert np.abs(got - want).max() <= kernel_rtol(n * m) * float(np.abs(H).max() * np.abs(q).sum())
+
+
+def test_work_vectors_reused_in_place_are_never_shared():
+    """The iteration works in place (its work vectors made once, the memory's dropped pair
+    reused for the next): the point returned is the one whose value is returned, the start is
+    not written, and no two vectors of the memory, nor the point returned, share storage.
+    Checked on the non-negative least squares above, with the memory full and cycling."""
+    _, _, fg = _nnls_problem()
+    x0 = np.ones(40)
+    mem = new_memory(5)
+    x, f, evals = projected_lbfgs(fg, x0, 0.0, maxcor=5, max_evals=60, memory=mem)
+    assert evals == 60  # not a tolerance: the memory was full and dropped pairs on most steps
+    assert np.array_equal(x0, np.ones(40))
+    assert fg(x)[0] == f  # not a tolerance: the same point, evaluated again
+    vectors = [v for s, y, _ in mem for v in (s, y)] + [x]
+    assert len(mem) == 5  # not a tolerance: a full memory
+    for i, a in enumerate(vectors):
+        for b in vectors[i + 1:]:
+            assert not np.shares_memory(a, b)
+    for s, y, rho in mem:
+        assert rho == 1.0 / float(s @ y)  # not a tolerance: each pair's curvature is its own
