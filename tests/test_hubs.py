@@ -141,6 +141,33 @@ def test_hub_potential_grounds_each_component_and_isolated_rows():
         np.abs(ref).max())
 
 
+def test_hub_potential_is_none_where_the_schur_complement_is_not_positive_definite():
+    """A hub-hub weight so negative that the grounded Laplacian, and so its Schur complement
+    on the hubs, has a negative eigenvalue (checked densely): the potential is ``None`` (the
+    caller's sparse LU takes over), not an exception and not a solve of an indefinite
+    system.  The same pairs with that weight positive give the dense solve."""
+    I, J, w = hub_pairs(40, 3, seed=8, hub_hub=1)
+    V = 40
+    X = np.random.default_rng(9).standard_normal((V, 2))
+    hub = Hubs.of(I, J, V)
+    assert hub is not None and hub.hh.size == 1
+    w = w.copy()
+    e = int(hub.hh[0])
+    w[e] = -1e3
+    ground = np.zeros(V, bool)
+    ground[hub.hubs[0]] = True
+    L = dense_laplacian(I, J, w, V)
+    assert np.linalg.eigvalsh(L[np.ix_(~ground, ~ground)]).min() < 0  # not a tolerance: indefinite
+    assert hub.potential(X, w) is None
+    w[e] = 1.0
+    Phi = hub.potential(X, w)
+    assert Phi is not None
+    L = dense_laplacian(I, J, w, V)
+    ref = grounded_reference(L, X, ground)
+    assert np.abs(Phi - ref).max() <= np.linalg.cond(L[np.ix_(~ground, ~ground)]) * kernel_rtol(V) * float(
+        np.abs(ref).max())
+
+
 def test_laplacian_potential_gives_one_flow_by_hubs_and_by_sparse_lu():
     """The refinement's solve by hubs and by sparse LU (grounding different rows) give the
     same pair differences on connected pairs, and so the same flow and cost."""
