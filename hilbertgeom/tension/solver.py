@@ -13,6 +13,7 @@ from .. import _fp
 from .. import _validate as _v
 from .._fp import mul_pow2, unit_scale
 from .._pairs import equal_row_classes
+from .._threads import numpy_blas_threads
 from ..exceptions import SolverError
 from ..rows import row_diameter
 from ._results import (
@@ -652,6 +653,7 @@ def min_tension(G: np.typing.ArrayLike, /, *, center: bool = False, method: str 
     raise err
 
 
+@numpy_blas_threads  # SciPy's L-BFGS-B around NumPy's products: one BLAS pool at a time (_threads.py)
 def _solve_and_lift(Gm, X, Xs, e2, exact, merged, inv, counts, *, tol, max_iter, verbose, deadline, centered,
                     method="alm"):
     """ALM or ``refine`` on ``Gm`` (the classes of equal rows when ``merged``), then the
