@@ -629,6 +629,60 @@ def test_descent_stops_at_its_target():
     assert full < T * (1.0 + 1e-6) < cost  # not a tolerance: the target stopped it early
 
 
+def test_on_course_extrapolates_the_best_costs_fall_over_its_window():
+    """A best cost falling by 1 an evaluation (the last window's rate) reaches a target
+    ``r`` below it in ``r`` evaluations: on course with ``r`` left, not with ``r - 1``.
+    Trial costs above the best (a line search's) do not count; a flat window, an infinite
+    target or too short a history is never on course."""
+    costs = [100.0 - k for k in range(20)] + [500.0, 81.0 - 0.5, 700.0]  # best 80.5 at the end
+    # last window of 4: best before it 82 (costs[:-4] ends at 82), best now 80.5: rate 1.5 / 4
+    rate = (82.0 - 80.5) / 4
+    assert rf._on_course(costs, 4, 80.5 - 10 * rate, 10)
+    assert not rf._on_course(costs, 4, 80.5 - 10 * rate, 9)
+    assert rf._on_course([5.0 - k for k in range(6)], 5, -10.0, 10)  # rate 1, 10 to go
+    assert not rf._on_course([5.0 - k for k in range(6)], 5, -10.0, 9)
+    assert not rf._on_course([3.0] * 12, 5, 2.0, 10**9)  # flat: never
+    assert not rf._on_course([5.0 - k for k in range(6)], 5, -math.inf, 10**9)
+    assert not rf._on_course([5.0 - k for k in range(5)], 5, 0.0, 10**9)  # no full window yet
+
+
+def test_descent_past_its_budget_while_on_course_for_its_target(monkeypatch):
+    """With ``reach`` a descent at its evaluation budget goes on while it is on course for its
+    target (:func:`_on_course`, over a window of 10), and here stops at the target (1e-3
+    above T of the cvxpy reference) after more evaluations than its budget of 26; without
+    ``reach`` it stops at the budget, 3.3e-3 above T.  With a budget of 12 (6% above T, the
+    last ten evaluations' fall far from covering it in 5 more) it stops at the budget."""
+    X = head(30, 3, 6, seed=2)
+    X = X - X.mean(axis=0)
+    I, J = np.triu_indices(X.shape[0], 1)
+    T = hg.min_tension(X, method="cvxpy-flow").value
+    target = T * (1.0 + 1e-3)
+    count = []
+    real = rf.projected_lbfgs
+
+    def counting(fg, x0, lower, **kw):
+        def fg2(x):
+            count.append(1)
+            return fg(x)
+        return real(fg2, x0, lower, **kw)
+
+    monkeypatch.setattr(rf, "projected_lbfgs", counting)
+
+    def run(evals, **kw):
+        count.clear()
+        out = rf._descend_weights(X, I, J, np.ones(I.size), 1e-12, np.inf, evals=evals, window=10, target=target,
+                                  **kw)
+        return out[0], len(count)
+
+    short, n_short = run(26)
+    assert n_short == 26 and short > target  # not a tolerance: the budget alone stops short of the target
+    cost, n = run(26, reach=500)
+    assert T * (1.0 - SOLVER.rtol) <= cost <= target
+    assert 26 < n < 526  # not a tolerance: past the budget, stopped by the target
+    off, n_off = run(12, reach=5)
+    assert n_off == 12 and off > target  # not a tolerance: not on course, the budget stops it
+
+
 def spy_descents(monkeypatch, mark=False):
     """``(lines, kwargs)``: the progress lines of ``_refine_solve`` and the keyword arguments of
     each ``_descend_weights`` call (with ``mark``, each call also puts ``"spy"`` in ``lines``)."""
@@ -657,6 +711,7 @@ def test_last_round_descends_after_its_placement(monkeypatch):
     rf._refine_solve(X, tol=1e-12, max_rounds=1, verbose=True)
     last = kwargs[-1]  # the last round's: its own budget, stall share and window
     assert (last["evals"], last["stall"], last["window"]) == (rf._LAST_EVALS, rf._LAST_STALL, rf._LAST_WINDOW)
+    assert last["reach"] == 0  # not a tolerance: the last round's budget is not extended
     placed = [k for k, m in enumerate(lines) if "rows placed" in m]
     round_line = next(k for k, m in enumerate(lines) if "rel gap " in m)
     assert placed and placed[-1] < round_line
@@ -777,6 +832,7 @@ def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
         return
     assert len(finishing) == 2  # rounds 2 and 3: placed, not the last
     assert all((k["stall"], k["window"]) == (rf._LAST_STALL, rf._LAST_WINDOW) for k in finishing)
+    assert all(k["reach"] == rf._FINISH_REACH for k in finishing)  # on course: past _FINISH_EVALS
     r2 = lines[ends[0]:ends[1]]
     placed = [k for k, m in enumerate(r2) if "rows placed" in m]
     calls = [k for k, m in enumerate(r2) if m == "spy"]

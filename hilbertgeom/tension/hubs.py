@@ -210,7 +210,7 @@ class Hubs:
         out = np.empty_like(Phi)
         OH = degH[:, None] * PH - A @ PH
         OH[:kd] -= B @ PT
-        OT = dT[:, None] * PT - _tmul(B, PH[:kd])
+        OT = dT[:, None] * PT - B.T @ PH[:kd]
         if BL is not None:
             OH[kd:] -= BL @ PT
             OT -= BL.T @ PH[kd:]
@@ -256,9 +256,3 @@ def _spd_solve(A: np.ndarray, R: np.ndarray) -> np.ndarray:
     and the GEMM after it twice its time alone.  This takes 3.5 ms there."""
     C = np.linalg.cholesky(A)
     return np.linalg.solve(C.T, np.linalg.solve(C, R))
-
-
-def _tmul(B: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """``B^T P`` as the transpose of ``P^T B``: ``B`` is a wide row-major block, and BLAS takes
-    ``B^T`` (a column-major view) about three times slower than the product the other way round."""
-    return (P.T @ B).T

@@ -85,8 +85,8 @@ def projected_lbfgs(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np
     if mem.maxlen != maxcor:
         raise ValueError(f"the memory holds {mem.maxlen} pairs where maxcor is {maxcor}")
     # work vectors made once (at full vocabulary each is 44 MB, and one made afresh is mapped
-    # anew, page by page: see the module's note); xn and x trade places on each accepted step; spare holds the next
-    # pair's (s, y), which a full memory's oldest pair gives back when it is dropped
+    # anew, page by page: see the module's note); xn and x trade places on each accepted step;
+    # spare holds the next pair's (s, y), which a full memory's oldest pair gives back when dropped
     gap, q, low, high, xn, buf = (np.empty_like(x) for _ in range(6))
     spare: list[np.ndarray] = [np.empty_like(x), np.empty_like(x)]
     while evals < max_evals:
@@ -185,10 +185,13 @@ def _two_loop(q: np.ndarray, mem, free: np.ndarray, scale: np.ndarray | None = N
     ``q`` is zero off ``free``; each update is made on every variable and the held ones are
     set back to zero, which is ``q - a (y restricted to free)`` (to rounding: BLAS's ``axpy``
     may fuse the multiply and add), without a masked copy of each memory vector.  The updates
-    are BLAS ``axpy`` in place and the products BLAS ``dot``, both threaded by OpenBLAS; at
-    full vocabulary (5.5 million variables, ten pairs) 0.20 s a product where NumPy's
-    element-wise operations took 0.31 s.  With ``overwrite`` the product is
-    made in ``q`` itself; ``buf`` is a work vector of ``q``'s size for ``scale``."""
+    are SciPy's BLAS ``axpy`` in place (one pass where NumPy's multiply and subtract made
+    three) and the products its ``dot``: at full vocabulary (5.5 million variables, ten pairs)
+    0.20 s a product with SciPy's OpenBLAS on two threads, where NumPy's element-wise
+    operations took 0.31 s.  Inside ``min_tension`` that pool is on one thread
+    (hilbertgeom/_threads.py), and 30 evaluations of the weights' descent took as long
+    either way.  With ``overwrite`` the product is made in ``q`` itself; ``buf`` is a work
+    vector of ``q``'s size for ``scale``."""
     if not mem:
         return q
     if not overwrite or q.dtype != np.float64 or not q.flags.c_contiguous:

@@ -128,6 +128,12 @@ _LAST_WINDOW = 50
 #: earlier days too, round 3's flow was costlier than round 2's (*Rounds after a stalled finish*)
 _FINISH = 2.0
 _FINISH_EVALS = 300
+#: a finishing descent at ``_FINISH_EVALS`` goes on, up to this many more evaluations, while the
+#: best cost's fall over its last ``_LAST_WINDOW`` evaluations, kept at that rate, would reach the
+#: target within the evaluations left (judged again at each one): on the shipped MiniLM gradient
+#: at full vocabulary (2026-12-06 14:20 UTC) round 3's finishing descent stopped at its 300th
+#: evaluation 3.3e-7 above its target (gap 1.05e-6; T about 6.74), still falling, and a fourth round followed
+_FINISH_REACH = 200
 #: every descended weight stays above this share of the mean start weight (the pairs keep the
 #: start's connected components); pairs added by :func:`_price_and_descend` start there
 _WEIGHT_FLOOR = 1e-12
@@ -581,7 +587,7 @@ class _DescentStopError(Exception):
 def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: float,
                      report: tuple[str, float] | None = None, start: float | None = None,
                      evals: int = _DESCENT_EVALS, stall: float = _DESCENT_STALL, target: float = -math.inf,
-                     window: int = 10, memory: deque | None = None):
+                     window: int = 10, memory: deque | None = None, reach: int = 0):
     """The flow's scalar weights on its pairs, descended by projected L-BFGS (tension/lbfgs.py)
     on the dual over those pairs, ``F(w) = 1/2 <X, L_w^+ X> + 1/2 sum w`` (convex; gradient
     ``(1 - ||phi_i - phi_j||^2) / 2`` with ``Phi = L_w^+ X``; at its minimum each pair with weight
@@ -592,8 +598,9 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     keep the start's connected components.  The L-BFGS is scaled by the weights (tension/lbfgs.py,
     ``_SCALE_FLOOR``).  Stops when ``window`` evaluations lower the cost by less
     than ``stall * tol`` of itself (a gain that no longer counts against ``tol``), after
-    ``evals`` evaluations, at ``deadline``, or once its cost (residual included) is at most
-    ``target``.  Returns ``(cost, w, Phi)`` of the
+    ``evals`` evaluations (or, with ``reach``, up to ``reach`` more while the descent is on
+    course for ``target``: :func:`_on_course`), at ``deadline``, or once its cost (residual
+    included) is at most ``target``.  Returns ``(cost, w, Phi)`` of the
     cheapest flow seen, its cost by :func:`_lean_flow` (residual included), or ``None``
     where no evaluation was cheaper than the start; ``start`` is that start's
     :func:`_lean_flow` cost where the caller has it.  ``memory`` (``_MAXCOR`` pairs over these
@@ -627,12 +634,13 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
                 raise _DescentStopError
         k = len(costs)
         stalled = k > window and costs[-window - 1] - min(costs) < stall * tol * min(costs)
-        if stalled or k >= evals or time.perf_counter() > deadline:
+        over = k >= evals and not (k < evals + reach and _on_course(costs, window, target, evals + reach - k))
+        if stalled or over or time.perf_counter() > deadline:
             raise _DescentStopError
         return 0.5 * float(np.vdot(X, Phi)) + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
 
     try:
-        projected_lbfgs(fg, w, floor, maxcor=_MAXCOR, max_evals=evals, scaled=True, memory=memory)
+        projected_lbfgs(fg, w, floor, maxcor=_MAXCOR, max_evals=evals + reach, scaled=True, memory=memory)
     except _DescentStopError:
         pass
     _, wb, Phi = best
@@ -644,6 +652,19 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
         _progress(f"{label}: weights of {I.size} pairs descended, upper bound {start * f:.12g} -> "
                   f"{min(cost, start) * f:.12g}  ({len(costs)} evaluations, {time.perf_counter() - t0:.1f} s)")
     return (cost, wb, Phi) if cost < start else None
+
+
+def _on_course(costs: list[float], window: int, target: float, left: int) -> bool:
+    """Whether the best of ``costs`` (one per evaluation), falling at the rate it fell over
+    the last ``window`` evaluations, reaches ``target`` within ``left`` more evaluations.
+    The rate is the drop of the best cost seen from ``window`` evaluations ago to now, over
+    ``window``: an L-BFGS slows as it goes, so this is optimistic, and it is judged again at
+    each evaluation."""
+    if not math.isfinite(target) or len(costs) <= window:
+        return False
+    best, before = min(costs), min(costs[:-window])
+    rate = (before - best) / window
+    return rate > 0 and best - target <= rate * left
 
 
 def _price_and_descend(X: np.ndarray, I, J, w, Phi, cost: float, tol: float, deadline: float,
@@ -907,7 +928,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             down = _descend_weights(X, Ib, Jb, wb, tol, deadline, report, start=best_cost,
                                     evals=_LAST_EVALS if last else _FINISH_EVALS,
                                     stall=_LAST_STALL, target=best_val * (1.0 + tol - _widening(X)),
-                                    window=_LAST_WINDOW, memory=best_mem)
+                                    window=_LAST_WINDOW, memory=best_mem, reach=0 if last else _FINISH_REACH)
             if down is not None:
                 best_cost, best_flow = down[0], (Ib, Jb, down[1], down[2])
                 gap = _refine_gap(X, best_val, best_cost)
