@@ -629,6 +629,22 @@ def test_descent_stops_at_its_target():
     assert full < T * (1.0 + 1e-6) < cost  # not a tolerance: the target stopped it early
 
 
+def count_evaluations(monkeypatch) -> list:
+    """A list that gains one entry per evaluation of the weights' descent (its L-BFGS
+    objective), from now on; clear it to count afresh."""
+    count: list = []
+    real = rf.projected_lbfgs
+
+    def counting(fg, x0, lower, **kw):
+        def fg2(x):
+            count.append(1)
+            return fg(x)
+        return real(fg2, x0, lower, **kw)
+
+    monkeypatch.setattr(rf, "projected_lbfgs", counting)
+    return count
+
+
 def test_on_course_extrapolates_the_best_costs_fall_over_its_window():
     """A best cost falling by 1 an evaluation (the last window's rate) reaches a target
     ``r`` below it in ``r`` evaluations: on course with ``r`` left, not with ``r - 1``.
@@ -657,16 +673,7 @@ def test_descent_past_its_budget_while_on_course_for_its_target(monkeypatch):
     I, J = np.triu_indices(X.shape[0], 1)
     T = hg.min_tension(X, method="cvxpy-flow").value
     target = T * (1.0 + 1e-3)
-    count = []
-    real = rf.projected_lbfgs
-
-    def counting(fg, x0, lower, **kw):
-        def fg2(x):
-            count.append(1)
-            return fg(x)
-        return real(fg2, x0, lower, **kw)
-
-    monkeypatch.setattr(rf, "projected_lbfgs", counting)
+    count = count_evaluations(monkeypatch)
 
     def run(evals, **kw):
         count.clear()
@@ -759,16 +766,7 @@ def test_descent_judges_a_stall_over_its_window(monkeypatch, window):
     X = head(30, 3, 6, seed=2)
     X = X - X.mean(axis=0)
     I, J = np.triu_indices(X.shape[0], 1)
-    count = []
-    real = rf.projected_lbfgs
-
-    def counting(fg, x0, lower, **kw):
-        def fg2(x):
-            count.append(1)
-            return fg(x)
-        return real(fg2, x0, lower, **kw)
-
-    monkeypatch.setattr(rf, "projected_lbfgs", counting)
+    count = count_evaluations(monkeypatch)
     rf._descend_weights(X, I, J, np.ones(I.size), 1e-12, np.inf, stall=1e15, window=window)
     assert len(count) == window + 1
 
