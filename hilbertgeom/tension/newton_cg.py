@@ -23,13 +23,25 @@ resistance, ``b^T L^+ b``).
 The bound ``lambda >= 0`` is handled by a primal-dual barrier (as in IPOPT): a
 multiplier ``z > 0`` with ``lambda_e z_e = mu``; each step solves
 ``(H + Z Lambda^{-1}) dl = -(grad f - mu / lambda)`` by conjugate gradients
-preconditioned by the diagonal, searches back along ``dl`` on the barrier function
+preconditioned by the exact block of the ``_BLOCK`` most active pairs (the largest
+Hessian diagonal against the barrier term ``z / lambda``) and by the diagonal on
+the others (:func:`_preconditioner`), searches back along ``dl`` on the barrier function
 ``f - mu sum log lambda`` (Armijo) within 0.99 of the distance to the bound, moves
 ``z`` by its own such step and keeps it within ``[mu / (kappa lambda), kappa mu /
 lambda]``; ``mu`` is divided by 10 once the Newton decrement falls below a tenth of
 the barrier's own gap ``mu pairs``.  Every iterate is a certificate as
 L-BFGS-B's are (the caller's ``check``): its weights are a flow, its ``Phi``
 repaired a potential, so the method is judged by the bracket alone.
+
+The preconditioner: inactive pairs (``lambda`` near the bound) have a barrier term
+``z / lambda`` far above their Hessian diagonal, so the diagonal inverts their rows
+well; the pairs that carry the flow couple through ``H``'s off-diagonal entries,
+``(B^T L^+ B)_{ef} (B^T Phi Phi^T B)_{ef}``, and with the diagonal alone conjugate gradients took
+1,000-4,400 steps per Newton step on round 1's groups' problem of the shipped MiniLM
+gradient (256 groups), many at the 2,000-step cap.  The dense block of the 1,000 most
+active pairs, inverted once per Newton step (0.05-0.1 s at 256 groups), cut those to
+100-1,000 steps, and the whole solve to 1e-8 from 195 s to 124 s (``docs/theory/tension.md``,
+*A block preconditioner for Newton-CG*).
 
 Measured on round 3's groups' problem of the shipped MiniLM gradient at full
 vocabulary (428 groups at rank 384, their flow over 36,238 of the 91,378 pairs):
@@ -58,6 +70,13 @@ __all__: list[str] = []  # reached through min_tension(method="refine")
 #: primal barrier, the steps cut by the bound were a few thousandths at 0.1 and 0.1-0.4 at 1e-3
 _CG_MAX = 2000
 _CG_RTOL = 1e-3
+#: pairs in the preconditioner's dense block, the most active ones (largest ``R d2 lambda / z``):
+#: on six Newton systems of the shipped MiniLM round-1 groups' problem (256 groups, 32,640 pairs,
+#: 2,800-7,200 of them with ``R d2 > z / lambda``) blocks of 700, 1,000, 1,500 and 2,000 pairs took
+#: conjugate gradients from 1,014-4,439 steps to 105-1,043 at 1,000 (its time least on two of the
+#: six, within 0.6 s of least on all); the whole groups' solve to 1e-8 took 124 s at 1,000, 189 s at
+#: 500, 168 s at 2,000 (each Newton step building the block in 0.9 s) and 195 s on the diagonal alone
+_BLOCK = 1000
 #: fraction of the distance to the bound a step may cover; the multiplier's band
 _TO_BOUND = 0.99
 _KAPPA = 1e10
@@ -94,12 +113,13 @@ def hessian_product(v: np.ndarray, st: _State, iu) -> np.ndarray:
     return _pair_form(st.Linv @ (Lv @ st.G), iu)
 
 
-def _pcg(apply, b: np.ndarray, pinv: np.ndarray, rtol: float, deadline: float) -> np.ndarray:
-    """Conjugate gradients for ``A x = b`` (``A`` positive definite, ``pinv`` the inverse of
-    its diagonal): to a residual of ``rtol ||b||``, ``_CG_MAX`` steps or ``deadline``."""
+def _pcg(apply, b: np.ndarray, precondition, rtol: float, deadline: float) -> np.ndarray:
+    """Conjugate gradients for ``A x = b`` (``A`` positive definite, ``precondition(r)`` a
+    positive definite approximation of ``A^{-1} r``): to a residual of ``rtol ||b||``,
+    ``_CG_MAX`` steps or ``deadline``."""
     x = np.zeros_like(b)
     r = b.copy()
-    zr = pinv * r
+    zr = precondition(r)
     p = zr.copy()
     rz = float(r @ zr)
     goal = rtol * math.sqrt(float(b @ b))
@@ -113,10 +133,46 @@ def _pcg(apply, b: np.ndarray, pinv: np.ndarray, rtol: float, deadline: float) -
         r -= a * Ap
         if math.sqrt(float(r @ r)) <= goal or time.perf_counter() > deadline:
             break
-        zr = pinv * r
+        zr = precondition(r)
         rz, rz_old = float(r @ zr), rz
         p = zr + (rz / rz_old) * p
     return x
+
+
+def _preconditioner(st: _State, bd: np.ndarray, iu, block: int | None = None):
+    """``r -> P^{-1} r`` for the Newton matrix ``H + diag(bd)`` at ``st``: on the ``block``
+    pairs with the largest ratio of ``H``'s diagonal ``R d2`` to ``bd``, the inverse of that
+    matrix's dense block ``(K_1 o K_2)_{AA} + diag(bd_A)``, ``K_1 = B^T L^+ B`` and
+    ``K_2 = B^T Phi Phi^T B`` (``H = K_1 o K_2``); on the others its diagonal's inverse.
+    Where that block is not numerically positive definite, the diagonal alone."""
+    diag = st.R * st.d2 + bd
+    npair = diag.size
+    k = min(_BLOCK if block is None else block, npair)
+    if k < 2:
+        return lambda r: r / diag
+    A = np.argpartition(-(st.R * st.d2) / bd, k - 1)[:k] if k < npair else np.arange(npair)
+    a, b = iu[0][A], iu[1][A]
+
+    def pair_block(M):
+        return M[np.ix_(a, a)] + M[np.ix_(b, b)] - M[np.ix_(a, b)] - M[np.ix_(b, a)]
+
+    HA = pair_block(st.Linv) * pair_block(st.G)
+    HA[np.diag_indices(k)] += bd[A]
+    try:
+        Lc = np.linalg.cholesky(HA)  # NumPy's: between NumPy's GEMMs SciPy's stalls (tension/hubs.py)
+    except np.linalg.LinAlgError:
+        return lambda r: r / diag
+    Li = np.linalg.inv(Lc)
+    Binv = Li.T @ Li
+    if not np.all(np.isfinite(Binv)):
+        return lambda r: r / diag
+
+    def apply(r):
+        z = r / diag
+        z[A] = Binv @ r[A]
+        return z
+
+    return apply
 
 
 def newton_cg(S: np.ndarray, x: np.ndarray, *, check: Callable[[np.ndarray, np.ndarray, np.ndarray], bool],
@@ -153,7 +209,7 @@ def newton_cg(S: np.ndarray, x: np.ndarray, *, check: Callable[[np.ndarray, np.n
         bd = z / lam
         eta = min(_CG_RTOL, math.sqrt(math.sqrt(float(grad @ grad))))
         cur = st
-        step = _pcg(lambda v, s=cur, b=bd: hessian_product(v, s, iu) + b * v, -grad, 1.0 / (st.R * st.d2 + bd),
+        step = _pcg(lambda v, s=cur, b=bd: hessian_product(v, s, iu) + b * v, -grad, _preconditioner(st, bd, iu),
                     eta, deadline)
         dec = -float(grad @ step)
         if not dec > 0:
