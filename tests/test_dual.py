@@ -297,6 +297,17 @@ def test_preconditioner_falls_back_to_the_diagonal_where_the_block_is_not_positi
     np.testing.assert_array_equal(ncg._preconditioner(st, bd, iu, block=10)(r), r / (st.R * st.d2 + bd))
 
 
+def test_preconditioner_is_the_diagonal_above_its_pairs_limit(monkeypatch):
+    """Over ``_BLOCK_PAIRS`` pairs (measured slower there with the block: 424 groups) the
+    preconditioner is the diagonal's inverse; at the limit, the block."""
+    st, bd, iu, _, rng = _newton_system(13)
+    r = rng.standard_normal(iu[0].size)
+    monkeypatch.setattr(ncg, "_BLOCK_PAIRS", iu[0].size - 1)
+    np.testing.assert_array_equal(ncg._preconditioner(st, bd, iu, block=10)(r), r / (st.R * st.d2 + bd))
+    monkeypatch.setattr(ncg, "_BLOCK_PAIRS", iu[0].size)
+    assert not np.allclose(ncg._preconditioner(st, bd, iu, block=10)(r), r / (st.R * st.d2 + bd))
+
+
 @pytest.mark.parametrize("block", [None, 40])
 @pytest.mark.parametrize("shape", ["simplex", "full rank", "head groups"])
 def test_newton_cg_takes_a_large_support_to_tol(shape, block, monkeypatch):

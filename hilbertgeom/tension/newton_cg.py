@@ -40,8 +40,9 @@ well; the pairs that carry the flow couple through ``H``'s off-diagonal entries,
 1,000-4,400 steps per Newton step on round 1's groups' problem of the shipped MiniLM
 gradient (256 groups), many at the 2,000-step cap.  The dense block of the 1,000 most
 active pairs, inverted once per Newton step (0.05-0.1 s at 256 groups), cut those to
-100-1,000 steps, and the whole solve to 1e-8 from 195 s to 124 s (``docs/theory/tension.md``,
-*A block preconditioner for Newton-CG*).
+100-1,000 steps, and the whole solve to 1e-8 from 195 s to 124 s.  On 424 groups it made the
+solve slower (665 s against 330 s), so it is used on problems of at most ``_BLOCK_PAIRS`` pairs
+(``docs/theory/tension.md``, *A block preconditioner for Newton-CG*).
 
 Measured on round 3's groups' problem of the shipped MiniLM gradient at full
 vocabulary (428 groups at rank 384, their flow over 36,238 of the 91,378 pairs):
@@ -77,6 +78,11 @@ _CG_RTOL = 1e-3
 #: six, within 0.6 s of least on all); the whole groups' solve to 1e-8 took 124 s at 1,000, 189 s at
 #: 500, 168 s at 2,000 (each Newton step building the block in 0.9 s) and 195 s on the diagonal alone
 _BLOCK = 1000
+#: the block only on problems of at most this many pairs: on round 3's groups' problem of the same
+#: gradient (424 groups, 89,676 pairs, to 1.2e-8) the solve took 665.1 s with the block (in the
+#: full run) and 329.9 s on the diagonal alone; the cut lies between that and the 256 groups'
+#: 32,640 pairs, where the block helped, and has not been measured more finely
+_BLOCK_PAIRS = 40_000
 #: fraction of the distance to the bound a step may cover; the multiplier's band
 _TO_BOUND = 0.99
 _KAPPA = 1e10
@@ -144,11 +150,12 @@ def _preconditioner(st: _State, bd: np.ndarray, iu, block: int | None = None):
     pairs with the largest ratio of ``H``'s diagonal ``R d2`` to ``bd``, the inverse of that
     matrix's dense block ``(K_1 o K_2)_{AA} + diag(bd_A)``, ``K_1 = B^T L^+ B`` and
     ``K_2 = B^T Phi Phi^T B`` (``H = K_1 o K_2``); on the others its diagonal's inverse.
-    Where that block is not numerically positive definite, the diagonal alone."""
+    Where that block is not numerically positive definite, or the problem has more than
+    ``_BLOCK_PAIRS`` pairs, the diagonal alone."""
     diag = st.R * st.d2 + bd
     npair = diag.size
     k = min(_BLOCK if block is None else block, npair)
-    if k < 2:
+    if k < 2 or npair > _BLOCK_PAIRS:
         return lambda r: r / diag
     A = np.argpartition(-(st.R * st.d2) / bd, k - 1)[:k] if k < npair else np.arange(npair)
     a, b = iu[0][A], iu[1][A]
