@@ -152,12 +152,17 @@ def _preconditioner(st: _State, bd: np.ndarray, iu, block: int | None = None):
     ``K_2 = B^T Phi Phi^T B`` (``H = K_1 o K_2``); on the others its diagonal's inverse.
     Where that block is not numerically positive definite, or the problem has more than
     ``_BLOCK_PAIRS`` pairs, the diagonal alone."""
-    diag = st.R * st.d2 + bd
+    hd = st.R * st.d2  # H's diagonal
+    diag = hd + bd
+
+    def diagonal(r):
+        return r / diag
+
     npair = diag.size
     k = min(_BLOCK if block is None else block, npair)
     if k < 2 or npair > _BLOCK_PAIRS:
-        return lambda r: r / diag
-    A = np.argpartition(-(st.R * st.d2) / bd, k - 1)[:k] if k < npair else np.arange(npair)
+        return diagonal
+    A = np.argpartition(-hd / bd, k - 1)[:k] if k < npair else np.arange(npair)
     a, b = iu[0][A], iu[1][A]
 
     def pair_block(M):
@@ -168,11 +173,11 @@ def _preconditioner(st: _State, bd: np.ndarray, iu, block: int | None = None):
     try:
         Lc = np.linalg.cholesky(HA)  # NumPy's: between NumPy's GEMMs SciPy's stalls (tension/hubs.py)
     except np.linalg.LinAlgError:
-        return lambda r: r / diag
+        return diagonal
     Li = np.linalg.inv(Lc)
     Binv = Li.T @ Li
     if not np.all(np.isfinite(Binv)):
-        return lambda r: r / diag
+        return diagonal
 
     def apply(r):
         z = r / diag
