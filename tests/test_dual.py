@@ -308,6 +308,18 @@ def test_preconditioner_is_the_diagonal_above_its_pairs_limit(monkeypatch):
     assert not np.array_equal(ncg._preconditioner(st, bd, iu, block=10)(r), r / (st.R * st.d2 + bd))
 
 
+def test_projected_step_stops_each_weight_short_of_the_bound_alone():
+    """A weight whose step crosses the bound stops at ``1 - _TO_BOUND`` of its value; every
+    other weight takes ``t`` times its whole step (the fraction to the bound would have cut
+    them all to the crossing pair's share)."""
+    lam = np.array([1.0, 2.0, 0.5, 4.0])
+    step = np.array([-3.0, 1.0, -0.25, -2.0])  # pair 0 would reach -2 at t = 1, pair 3 reaches 0 at t = 2
+    keep = 1.0 - ncg._TO_BOUND
+    np.testing.assert_array_equal(ncg._projected(lam, step, 1.0), [keep * 1.0, 3.0, 0.25, 2.0])
+    np.testing.assert_array_equal(ncg._projected(lam, step, 0.25), [0.25, 2.25, 0.4375, 3.5])
+    np.testing.assert_array_equal(ncg._projected(lam, step, 2.0), [keep * 1.0, 4.0, keep * 0.5, keep * 4.0])
+
+
 @pytest.mark.parametrize("block", [None, 40])
 @pytest.mark.parametrize("shape", ["simplex", "full rank", "head groups"])
 def test_newton_cg_takes_a_large_support_to_tol(shape, block, monkeypatch):
