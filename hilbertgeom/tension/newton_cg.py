@@ -42,8 +42,11 @@ well; the pairs that carry the flow couple through ``H``'s off-diagonal entries,
 gradient (256 groups), many at the 2,000-step cap.  The dense block of the 1,000 most
 active pairs, inverted once per Newton step (0.05-0.1 s at 256 groups), cut those to
 100-1,000 steps, and the whole solve to 1e-8 from 195 s to 124 s.  On 424 groups it made the
-solve slower (665 s against 330 s), so it is used on problems of at most ``_BLOCK_PAIRS`` pairs
-(``docs/theory/tension.md``, *A block preconditioner for Newton-CG*).
+solve slower (665 s against 330 s) while the step was cut for every pair by the fraction to the
+bound; with the projected step the two took about the same time on the 424 groups of a later
+run (208 s and 215 s).  It is
+used on problems of at most ``_BLOCK_PAIRS`` pairs (``docs/theory/tension.md``, *A block
+preconditioner for Newton-CG* and *A projected step for Newton-CG*).
 
 Measured on round 3's groups' problem of the shipped MiniLM gradient at full
 vocabulary (428 groups at rank 384, their flow over 36,238 of the 91,378 pairs):
@@ -82,12 +85,14 @@ _BLOCK = 1000
 #: the block only on problems of at most this many pairs: on round 3's groups' problem of the same
 #: gradient (424 groups, 89,676 pairs, to 1.2e-8) the solve took 665.1 s with the block (in the
 #: full run) and 329.9 s on the diagonal alone; the cut lies between that and the 256 groups'
-#: 32,640 pairs, where the block helped, and has not been measured more finely
+#: 32,640 pairs, where the block helped, and has not been measured more finely.  Both times are
+#: with the step cut for every pair (before :func:`_projected`); projected, on round 3's groups'
+#: problem of a later run (also 424 groups) the block took 207.6 s and the diagonal 214.6 s
 _BLOCK_PAIRS = 40_000
 #: fraction of the distance to the bound a step may cover (a weight's, :func:`_projected`; the
 #: multiplier's), and the multiplier's band.  Where the fraction cut the whole step of ``lambda``
 #: (``t = 0.99 min(-lambda / dl)``), on round 3's groups' problem of the shipped MiniLM gradient
-#: (424 groups, 89,676 pairs, to 1.25e-8) the steps at the smallest ``mu`` were cut to 0.003-0.2
+#: (424 groups, 89,676 pairs, to 1.25e-8) the steps at the smallest ``mu`` were cut to 0.003-0.3
 #: by a few pairs and the gap stood near 1.6e-6 for 40 s; the solve took 375.8 s in the full run.
 #: Projected (each weight stopped short of the bound alone), its steps were whole but for two
 #: halvings and it took 214.6 s to 1.3e-9 (the same problem alone); rounds 1 and 2's groups'
