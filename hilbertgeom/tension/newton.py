@@ -67,13 +67,20 @@ def _state(S, I, J, lam, mu):
     return f, grad, Linv, Phi, Dv
 
 
-def _newton_step(I, J, lam, mu, grad, Linv, Dv):
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
-
+def _pair_hessian(Linv, Dv, I, J):
+    """``f``'s Hessian on the pairs ``(I, J)``: ``(B^T L^+ B) o (Dv Dv^T)``, ``Dv`` the
+    pairs' potential differences (the barrier's term not included)."""
     Qt = np.ascontiguousarray((Linv[I] - Linv[J]).T)  # (B^T L^+)^T, so that both gathers take rows
     H = Qt[I]
     H -= Qt[J]  # (B^T L^+ B)^T = B^T L^+ B
     H *= Dv @ Dv.T
+    return H
+
+
+def _newton_step(I, J, lam, mu, grad, Linv, Dv):
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    H = _pair_hessian(Linv, Dv, I, J)
     H[np.diag_indices_from(H)] += mu / (lam * lam)
     try:
         return -cho_solve(cho_factor(H, check_finite=False), grad, check_finite=False)

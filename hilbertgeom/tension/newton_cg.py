@@ -66,7 +66,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .dual import _weights_matrix
-from .newton import _laplacian_inverse
+from .newton import _laplacian_inverse, _pair_hessian
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
@@ -177,11 +177,7 @@ def _preconditioner(st: _State, bd: np.ndarray, iu, block: int | None = None):
         return diagonal
     A = np.argpartition(-hd / bd, k - 1)[:k] if k < npair else np.arange(npair)
     a, b = iu[0][A], iu[1][A]
-
-    def pair_block(M):
-        return M[np.ix_(a, a)] + M[np.ix_(b, b)] - M[np.ix_(a, b)] - M[np.ix_(b, a)]
-
-    HA = pair_block(st.Linv) * pair_block(st.G)
+    HA = _pair_hessian(st.Linv, st.Phi[a] - st.Phi[b], a, b)
     HA[np.diag_indices(k)] += bd[A]
     try:
         Lc = np.linalg.cholesky(HA)  # NumPy's: between NumPy's GEMMs SciPy's stalls (tension/hubs.py)
