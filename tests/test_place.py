@@ -588,3 +588,45 @@ def test_rows_placed_at_once_are_reopened_by_a_ball_that_moves_after_them(monkey
     touching = [i for i, nb in seen["touched"].items() if h in nb]
     assert touching and np.all(np.isin(touching, left))
     assert brute_pairs(P)[0].max() <= 1.0 + kernel_rtol(X.shape[1])
+
+
+def test_directions_solved_in_threads_are_those_solved_in_turn(monkeypatch):
+    """The batched Newton directions (:meth:`_Duals.directions`), their blocks of systems solved
+    in two threads (hilbertgeom/_threads.py, :func:`blocks_in_threads`), are those solved one
+    block after another, to the rounding of the solves, on every row and multiplier: the rows
+    of ``hub_tail`` at multipliers drawn at random (a third at the bound), in blocks of 8
+    rows (several blocks, of several sizes of free set).  Reference: each row's system solved
+    alone, in float64, from its own free set (``(A_F A_F^T) p_F = -M g_F``, formed from the
+    points, not from the Gram form), to ``cond(H)`` times the rounding of the ``d``-term inner
+    products that the Gram form gathers (the solution's perturbation bound)."""
+    from hilbertgeom import _threads as th
+
+    X, Phi, tail = hub_tail(t=64)
+    k = tail[0]
+    C, P = Phi[:k], Phi[tail]
+    x = X[tail] / np.linalg.norm(X[tail], axis=1)[:, None]
+    du = pl._Duals(C, P, x, 0.1)
+    idx = np.arange(tail.size)
+    rng = np.random.default_rng(3)
+    mu = np.where(rng.random((tail.size, du.m)) < 0.3, pl._MU_MIN, rng.uniform(0.5, 2.0, (tail.size, du.m)))
+    _, g, M, qphi, pp = du.state(idx, mu)
+    free = ~((mu <= pl._MU_MIN) & (g > 0))
+    monkeypatch.setattr(pl, "_SOLVE_BLOCK", 8)
+    out = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(th, "_workers", lambda w=workers: w)
+        out[workers] = du.directions(idx, mu, free, g, M, qphi, pp)
+    assert np.count_nonzero(out[2]) > 0.5 * free.sum()
+    for i in range(tail.size):  # each row alone: the Hessian from the points themselves
+        z = P[i] + (x[i] + (C - P[i]).T @ mu[i, :k]) / M[i]  # the row's new point
+        A = np.vstack([C, P[i]]) - z  # the balls' centres (the trust ball's is the row's point)
+        F = np.flatnonzero(free[i])
+        H = A[F] @ A[F].T
+        ref = np.zeros(du.m)
+        ref[F] = np.linalg.solve(H, -M[i] * g[i, F])
+        allowed = np.linalg.cond(H) * kernel_rtol(C.shape[1]) * float(np.linalg.norm(ref))
+        for w in (1, 2):
+            assert np.all(out[w][i, ~free[i]] == 0.0)  # not a tolerance: held multipliers do not move
+            assert np.linalg.norm(out[w][i] - ref) <= allowed
+    # threads against turns: the same systems, so equal to the solves' rounding
+    assert np.abs(out[2] - out[1]).max() <= kernel_rtol(du.m) * float(np.abs(out[1]).max())

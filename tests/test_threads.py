@@ -91,3 +91,49 @@ def test_min_tension_solves_with_scipys_blas_on_one_thread(monkeypatch):
     except RuntimeError:
         pass
     assert _blas_threads() == before
+
+
+def test_blocks_in_threads_runs_each_block_once_with_every_blas_on_one_thread(monkeypatch):
+    """With two workers, each block runs once, in the pool's threads, while every BLAS library
+    reports one thread (threadpoolctl's report, read from within the blocks); after it each has
+    its count from before.  With one worker the blocks run in the calling thread, limits untouched.
+    An exception in one block is raised once every block has run."""
+    import threading
+
+    before = _blas_threads()
+    for workers in (2, 1):
+        monkeypatch.setattr(th, "_workers", lambda w=workers: w)
+        seen: list[tuple[int, str, dict[str, int]]] = []
+        lock = threading.Lock()
+
+        def record(b, seen=seen, lock=lock):
+            info = _blas_threads()
+            with lock:
+                seen.append((b, threading.current_thread().name, info))
+
+        th.blocks_in_threads(record, range(6))
+        assert sorted(b for b, _, _ in seen) == list(range(6))
+        names = {name for _, name, _ in seen}
+        if workers == 2:
+            assert all(name.startswith("hilbertgeom") for name in names)
+            assert all(n == 1 for _, _, info in seen for n in info.values())  # not a tolerance: a thread count
+        else:
+            assert names == {threading.current_thread().name}
+            assert all(info == before for _, _, info in seen)
+        assert _blas_threads() == before
+    monkeypatch.setattr(th, "_workers", lambda: 2)
+    ran: list[int] = []
+
+    def fail_on_2(b):
+        if b == 2:
+            raise ValueError("block 2")
+        ran.append(b)
+
+    try:
+        th.blocks_in_threads(fail_on_2, range(5))
+    except ValueError as err:
+        assert str(err) == "block 2"
+    else:
+        raise AssertionError("the block's exception was not raised")
+    assert sorted(ran) == [0, 1, 3, 4]
+    assert _blas_threads() == before

@@ -46,7 +46,11 @@ rows farther than ``1 - rho`` from any of them (on the MiniLM tail the large row
 alone).  Their duals are solved together (:class:`_Duals`, :func:`_batch_newton`):
 ``Q Q^T`` of one row is the common ``C C^T`` less a rank-two term in its own point,
 so a step costs one GEMM over all rows and, per row, a system in its free
-multipliers, solved in blocks of rows sorted by their number.  The rows whose
+multipliers, solved in blocks of rows sorted by their number, the blocks in one
+thread per core.  On the shipped MiniLM gradient's tail at full vocabulary (round 2,
+d = 384: 30,113 of 30,338 rows placed at once, 184 balls, about 130 free multipliers a
+row at the end) the pass took 135.5 s with two threads against 186.6 s in one, the
+gain equal to 4.4e-7 of itself, the lower bound to 6e-12 (2 cores, 2026-12-06).  The rows whose
 Newton does not finish, and the others, are then placed one at a time.
 """
 
@@ -57,6 +61,7 @@ import time
 
 import numpy as np
 
+from .._threads import blocks_in_threads
 from ._results import _U64, _rownorms
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -282,8 +287,10 @@ class _Duals:
 
     def directions(self, idx, mu, free, g, M, qphi, pp) -> np.ndarray:
         """The Newton directions on each row's free multipliers (0 on the others), the rows
-        sorted by their number of free multipliers and solved ``_SOLVE_BLOCK`` at a time; a
-        row whose system is singular gets 0 (its line search then fails).  The system of a row
+        sorted by their number of free multipliers and solved ``_SOLVE_BLOCK`` at a time, the
+        blocks in as many threads as there are cores (:func:`~hilbertgeom._threads.blocks_in_threads`:
+        one call solves a batch on one core); a row whose system is singular gets 0 (its line
+        search then fails).  The system of a row
         is ``A_F A_F^T p = -M g_F`` (the Hessian times ``M``) with ``(A A^T)_ab = <c_a - z, c_b -
         z>`` for the new point ``z = p + phi``: the gathered ``C C^T`` less ``w_a + w_b``, ``w_a =
         <c_a, z> - |z|^2 / 2``; the trust ball's centre is the row's own point, and its row and
@@ -303,14 +310,18 @@ class _Duals:
         w = np.empty((idx.size, m))
         w[:, kb1] = self.Cp[idx, kb1] + qphi[:, kb1] + (pphi - 0.5 * zz)[:, None]  # <c_a, z> - |z|^2 / 2
         w[:, kb] = pp0 + pphi - 0.5 * zz  # <p, z> - |z|^2 / 2
+        blocks = []
         s = 0
         while s < order.size:
             f = int(count[order[min(s + _SOLVE_BLOCK, order.size) - 1]])  # the block's largest
             r = order[s : s + max(1, min(_SOLVE_BLOCK, _SOLVE_ENTRIES // max(f * f, 1)))]
             s += r.size
+            blocks.append(r)
+
+        def solve(r: np.ndarray) -> None:
             f = int(count[r].max())
             if f == 0:
-                continue
+                return
             pos = np.argsort(~free[r], axis=1, kind="stable")[:, :f]  # the free ones first, in order
             valid = np.arange(f)[None, :] < count[r][:, None]
             pos = np.where(valid, pos, m)  # padding: the zero row
@@ -350,6 +361,7 @@ class _Duals:
             blk = np.zeros((r.size, m + 1))
             np.put_along_axis(blk, pos, sol, axis=1)
             out[r] = blk[:, :m]
+        blocks_in_threads(solve, blocks)
         return out
 
 
