@@ -95,16 +95,22 @@ _POOL: list = []
 _POOL_LOCK = threading.Lock()
 
 
+#: at most this many threads: each block of tension/place.py's systems holds up to 128 MiB of
+#: matrices and as much of gather indices while it runs, so the threads add at most 1 GiB
+_MAX_WORKERS = 4
+
+
 def _workers() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on, at most ``_MAX_WORKERS``."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_WORKERS))
 
 
 def blocks_in_threads(fn: Callable[[Any], None], blocks: Iterable[Any]) -> None:
-    """``fn(b)`` for every ``b`` of ``blocks``, in as many threads as there are cores, every
+    """``fn(b)`` for every ``b`` of ``blocks``, in one thread per core (at most ``_MAX_WORKERS``), every
     BLAS library on one thread meanwhile (see the module's note); in the calling thread where
     there is one core or one block.  ``fn`` returns nothing: each call writes its own part of
     the result (the blocks must be independent).  The first exception raised is raised here,

@@ -137,3 +137,11 @@ def test_blocks_in_threads_runs_each_block_once_with_every_blas_on_one_thread(mo
         raise AssertionError("the block's exception was not raised")
     assert sorted(ran) == [0, 1, 3, 4]
     assert _blas_threads() == before
+
+
+def test_blocks_in_threads_uses_at_most_max_workers_threads(monkeypatch):
+    """One thread per core the process may run on, but never more than ``_MAX_WORKERS`` (each
+    block of the placement's systems holds up to 256 MiB while it runs)."""
+    for cores, expected in ((64, th._MAX_WORKERS), (3, min(3, th._MAX_WORKERS)), (1, 1)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, c=cores: set(range(c)), raising=False)
+        assert th._workers() == expected

@@ -120,7 +120,7 @@ _BATCH_BALLS = 2048
 #: free-set systems are solved together (sorted by their number of free multipliers)
 _BATCH_CHUNK = 2048
 _SOLVE_BLOCK = 256
-#: and at most this many entries in a block's systems (128 MiB)
+#: and at most this many entries in a block's systems (128 MiB; one block a thread, hilbertgeom/_threads.py)
 _SOLVE_ENTRIES = 1 << 24
 #: rows stopped by their trust ball are placed at once again, at most this many times a pass
 _BATCH_REPEAT = 4
