@@ -272,3 +272,42 @@ def test_linked_rows_ground_a_component_without_dense_hubs(monkeypatch):
     sq = hub.sq_distances(Phi)
     want = np.array([np.sum((Phi[i] - Phi[j]) ** 2) for i, j in zip(I, J, strict=True)])
     assert np.abs(sq - want).max() <= kernel_rtol(d) / hb._RECHECK * float(np.abs(Phi).max()) ** 2
+
+
+@pytest.mark.parametrize("tail_tail", [0, 9])
+def test_pair_products_against_each_pair_of_differences(tail_tail, monkeypatch):
+    """``<p_i - p_j, q_i - q_j>`` for every pair (hub-tail pairs by the GEMM form, hub-hub and
+    linked-tail pairs from the differences) against ``np.dot`` of each pair's two differences,
+    within ``4 (d + 2) u (|a_i| + |a_j|) (|b_i| + |b_j|)`` of the centred rows (the bound the
+    method states), on rows shifted by +-10 from the origin (uncentred, the GEMM form's terms
+    would be 25 times larger); and the excess per row of :func:`_lean_flow` by hubs against that by the
+    differences (``hubs=False``), within the same bound summed over each row's pairs.  With
+    ``tail_tail`` pairs of two tail rows, those are covered by linked rows (``_MAX_HUBS = k``)."""
+    rng = np.random.default_rng(11)
+    V, k, d = 150, 6, 7
+    I, J, w = hub_pairs(V, k, seed=11, tail_tail=tail_tail)
+    monkeypatch.setattr(hb, "_MAX_HUBS", k)  # the pairs of two tail rows go to linked rows
+    hub = Hubs.of(I, J, V)
+    assert hub is not None and (hub.k > hub.kd) == (tail_tail > 0)
+    P = rng.standard_normal((V, d)) + 10.0
+    Q = rng.standard_normal((V, d)) - 10.0
+    got = hub.pair_products(P, Q)
+    ref = np.array([np.dot(P[i] - P[j], Q[i] - Q[j]) for i, j in zip(I, J, strict=True)])
+    A, B = P - P.mean(axis=0), Q - Q.mean(axis=0)
+    na, nb = np.linalg.norm(A, axis=1), np.linalg.norm(B, axis=1)
+    bound = kernel_rtol(d) * (na[I] + na[J]) * (nb[I] + nb[J])
+    assert np.all(np.abs(got - ref) <= bound)
+    assert np.median(np.abs(ref)) > 100 * bound.max()  # not a tolerance: the bound is far below the products
+    X = rng.standard_normal((V, d))
+    X -= X.mean(axis=0)
+    Phi = rf._laplacian_potential(X, I, J, w, hub)
+    Pn = rng.standard_normal((V, d)) * 0.3
+    _, ex_hub = rf._lean_flow(X, I, J, w, Phi, Pn, hubs=hub)
+    _, ex_dif = rf._lean_flow(X, I, J, w, Phi, Pn, hubs=False)
+    A, B = Phi - Phi.mean(axis=0), Pn - Pn.mean(axis=0)
+    na, nb = np.linalg.norm(A, axis=1), np.linalg.norm(B, axis=1)
+    per_pair = w * kernel_rtol(d) * ((na[I] + na[J]) * (nb[I] + nb[J]) + (na[I] + na[J]) ** 2)
+    row_bound = np.bincount(I, per_pair, V) + np.bincount(J, per_pair, V)
+    L = dense_laplacian(I, J, w, V)  # each path forms its own residual X - L Phi: within this of each other
+    resid = kernel_rtol(V) * (np.linalg.norm(X, axis=1) + np.linalg.norm(np.abs(L) @ np.abs(Phi), axis=1))
+    assert np.all(np.abs(ex_hub - ex_dif) <= row_bound + 2 * resid)

@@ -245,6 +245,30 @@ class Hubs:
             sq[e] = np.einsum("ij,ij->i", D, D)
         return sq
 
+    def pair_products(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        """``<p_i - p_j, q_i - q_j>`` for every pair: dense-hub-tail pairs by ``<a_h, b_h> + <a_t,
+        b_t> - <a_h, b_t> - <a_t, b_h>`` of the centred rows ``a = P - mean P``, ``b = Q - mean Q``
+        (the cross terms two GEMMs of the dense block's shape), each within ``4 (d + 2) u (|a_h| +
+        |a_t|) (|b_h| + |b_t|)`` of the exact product; the hub-hub and linked-tail pairs from their
+        differences.  With ``Q = P`` these are the squared distances, which :meth:`sq_distances`
+        gives to a few roundings of themselves."""
+        A, B = P - P.mean(axis=0), Q - Q.mean(axis=0)
+        hubs = self.hubs[: self.kd]
+        AH, BH, AT, BT = A[hubs], B[hubs], A[self.tail], B[self.tail]
+        own_h, own_t = np.einsum("ij,ij->i", AH, BH), np.einsum("ij,ij->i", AT, BT)
+        D = AH @ BT.T
+        D += BH @ AT.T
+        D *= -1.0
+        D += own_h[:, None]
+        D += own_t[None, :]
+        out = np.zeros(self.I.size)
+        out[self.ht] = D.ravel()[self.flat]
+        del D
+        for sl in _chunk_slices(self.again.size, P.shape[1]):
+            e = self.again[sl]
+            out[e] = np.einsum("ij,ij->i", P[self.I[e]] - P[self.J[e]], Q[self.I[e]] - Q[self.J[e]])
+        return out
+
 
 def _spd_solve(A: np.ndarray, R: np.ndarray) -> np.ndarray:
     """``A^-1 R`` for a symmetric positive definite ``A`` by its Cholesky factor ``C``
