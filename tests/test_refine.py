@@ -212,14 +212,20 @@ def test_nnls_rows_solve_the_full_problem(monkeypatch, case):
         assert abs(got - ref) <= kernel_rtol(nb * d) * np.linalg.norm(g) * cond
 
 
-def test_nnls_newton_solves_every_row_as_lawson_hanson():
+@pytest.mark.parametrize("workers", [1, 2])
+def test_nnls_newton_solves_every_row_as_lawson_hanson(workers, monkeypatch):
     """Projected Newton over all rows at once (:func:`_nnls_newton`, the couplings' shares)
     solves every row itself, none left to the fallback, and reaches the optimum of SciPy's
     Lawson-Hanson ``nnls`` row by row: the same residual norm to rounding, and the
     optimality conditions (a non-negative gradient on the bound, zero off it), on 400 rows
     with many different active sets (rows made from sparse non-negative combinations of the
-    columns, plus noise, some of them outside the cone)."""
+    columns, plus noise, some of them outside the cone); its blocks of rows (two of them) in
+    turn and in two threads (hilbertgeom/_threads.py)."""
     from scipy.optimize import nnls
+
+    from hilbertgeom import _threads as th
+
+    monkeypatch.setattr(th, "_workers", lambda: workers)
 
     rng = np.random.default_rng(8)
     r = nb = 40

@@ -32,6 +32,7 @@ from collections import deque
 
 import numpy as np
 
+from .._threads import blocks_in_threads
 from ..exceptions import SolverError
 from ._results import (
     _U64,
@@ -291,7 +292,8 @@ def _nnls_newton(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     clipped least squares.  A step holds the bounds that are active and pushing out and solves
     ``K_FF d_F = -g_F`` on the others through ``K^-1`` and a system on the held ones only
     (``K_FF^-1 = P_FF - P_FH P_HH^-1 P_HF``, ``P = K^-1``), the rows in blocks of ``_NNLS_BLOCK``
-    sorted by how many they hold; an Armijo search along the projected path.  A row is solved
+    sorted by how many they hold, the blocks in one thread per core
+    (:func:`~hilbertgeom._threads.blocks_in_threads`); an Armijo search along the projected path.  A row is solved
     when its projected gradient is at most ``10 max(r, nb) u ||A||_1 ||b||``.  Returns the
     solutions and the rows not solved within ``_NNLS_STEPS`` steps (left to Lawson-Hanson)."""
     K = A.T @ A
@@ -318,11 +320,11 @@ def _nnls_newton(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         d = -U
         nh = held.sum(axis=1)
         order = np.argsort(nh, kind="stable")
-        for b0 in range(0, order.size, _NNLS_BLOCK):
-            rows = order[b0 : b0 + _NNLS_BLOCK]
+
+        def solve(rows: np.ndarray, held=held, nh=nh, U=U, d=d) -> None:
             k = int(nh[rows].max())
             if k == 0:
-                continue
+                return
             h = held[rows]
             idx = np.argsort(~h, axis=1, kind="stable")[:, :k]  # each row's held entries first
             valid = np.arange(k)[None, :] < nh[rows][:, None]
@@ -333,6 +335,8 @@ def _nnls_newton(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.put_along_axis(Y, idx, y, 1)
             Y[~h] = 0.0
             d[rows] += Y @ P
+
+        blocks_in_threads(solve, (order[b0 : b0 + _NNLS_BLOCK] for b0 in range(0, order.size, _NNLS_BLOCK)))
         d[held] = 0.0
         f0 = value(Mt, Ct)
         t = np.ones(todo.size)
