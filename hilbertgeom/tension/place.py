@@ -49,8 +49,9 @@ so a step costs one GEMM over all rows and, per row, a system in its free
 multipliers, solved in blocks of rows sorted by their number, the blocks in one
 thread per core.  On the shipped MiniLM gradient's tail at full vocabulary (round 2,
 d = 384: 30,113 of 30,338 rows placed at once, 184 balls, about 130 free multipliers a
-row at the end) the pass took 135.5 s with two threads against 186.6 s in one, the
-gain equal to 4.4e-7 of itself, the lower bound to 6e-12 (2 cores, 2026-12-06).  The rows whose
+row at the end) the pass took 135.5 s with two threads against 186.6 s in one (both
+profiled), the gain equal to 4.4e-7 of itself, the lower bound to 6e-12 (2 cores, 2026-12-06).
+The rows whose
 Newton does not finish, and the others, are then placed one at a time.
 """
 
@@ -288,7 +289,7 @@ class _Duals:
     def directions(self, idx, mu, free, g, M, qphi, pp) -> np.ndarray:
         """The Newton directions on each row's free multipliers (0 on the others), the rows
         sorted by their number of free multipliers and solved ``_SOLVE_BLOCK`` at a time, the
-        blocks in as many threads as there are cores (:func:`~hilbertgeom._threads.blocks_in_threads`:
+        blocks in one thread per core, at most four (:func:`~hilbertgeom._threads.blocks_in_threads`:
         one call solves a batch on one core); a row whose system is singular gets 0 (its line
         search then fails).  The system of a row
         is ``A_F A_F^T p = -M g_F`` (the Hessian times ``M``) with ``(A A^T)_ab = <c_a - z, c_b -
