@@ -51,8 +51,7 @@ thread per core.  On the shipped MiniLM gradient's tail at full vocabulary (roun
 d = 384: 30,113 of 30,338 rows placed at once, 184 balls, about 130 free multipliers a
 row at the end) the pass took 135.5 s with two threads against 186.6 s in one (both
 profiled), the gain equal to 4.4e-7 of itself, the lower bound to 6e-12 (2 cores, 2026-12-06).
-The rows whose
-Newton does not finish, and the others, are then placed one at a time.
+The rows whose Newton does not finish, and the others, are then placed one at a time.
 """
 
 from __future__ import annotations
