@@ -116,3 +116,60 @@ def test_flows_pickle_and_copy(rng):
         for g in (pickle.loads(pickle.dumps(f)), copy.deepcopy(f)):
             assert g.explicit == f.explicit and g.cost == f.cost
             assert np.array_equal(g.vectors, f.vectors) and np.array_equal(g.residual, f.residual)
+
+
+def test_row_norms_of_every_magnitude_against_hypot(rng):
+    """``_rownorms`` against ``math.hypot`` of each row (correctly scaled, independent of the
+    library): rows whose sum of squares lies in ``[2^-900, 2^900]`` take the unscaled sum,
+    the others -- squares that underflow to subnormals or to zero, or overflow -- the scaled
+    one; both within one ``d``-term dot product's rounding and a root.  Also a row of zeros,
+    one with a NaN, and a float32 array (scaled throughout)."""
+    import math
+
+    d = 24
+    scales = [1.0, 2.0**-440, 2.0**-530, 2.0**-560, 2.0**-1060, 2.0**440, 2.0**520, 2.0**600]
+    X = np.vstack([rng.standard_normal((3, d)) * s for s in scales] + [np.zeros((1, d))])
+    X[2, 5] = 5e-324  # a subnormal entry in an ordinary row
+    out = rs._rownorms(X)
+    ref = np.array([math.hypot(*row) for row in X.tolist()])
+    assert np.all(np.isfinite(out)) and out[-1] == 0.0
+    np.testing.assert_allclose(out, ref, rtol=kernel_rtol(d), atol=0)
+    bad = X[:2].copy()
+    bad[0, 1] = np.nan
+    nb = rs._rownorms(bad)
+    assert np.isnan(nb[0]) and nb[1] == pytest.approx(math.hypot(*bad[1]), rel=kernel_rtol(d))
+    x32 = (rng.standard_normal((4, d)) * 1e-25).astype(np.float32)  # squares underflow float32
+    ref32 = [math.hypot(*map(float, r)) for r in x32]
+    np.testing.assert_allclose(rs._rownorms(x32), ref32, rtol=kernel_rtol(d, np.float32))
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_certificate_bounds_the_residual_by_tiles_only_where_it_counts(rng, monkeypatch, large):
+    """``_flow_of`` carries the residual on the balanced flow: its tiled cost where the bound
+    ``(V - 1)/V sum ||r_i||`` is above ``_TILED_RESIDUAL`` of the explicit part, that bound
+    alone where it is below (the tiled pass is not made).  Checked against the residual's
+    two costs summed pair by pair: with a residual on one row (``large``) the tiled cost,
+    about half the bound, is what the certificate adds; with a residual of rounding size
+    the bound is, and it is below ``2^-40`` of the cost."""
+    V, d = 12, 3
+    I, J, w, B = weighted(rng, V, d)
+    Y = w[:, None] * (B[I] - B[J])
+    G = rs._divergence(I, J, Y, V)
+    G[0] += 0.5 if large else 1e-15 * np.abs(G).max()  # not a tolerance: a residual of rounding size
+    G -= G.mean(axis=0)
+    calls = []
+    real = rs._balanced_flow_cost
+    monkeypatch.setattr(rs, "_balanced_flow_cost", lambda *a: calls.append(1) or real(*a))
+    f = rs._flow_of(G, I, J, Y)
+    r = f.residual
+    iu, ju = np.triu_indices(V, 1)
+    tiled = np.linalg.norm(r[iu] - r[ju], axis=1).sum() / V
+    bound = (V - 1) / V * np.linalg.norm(r, axis=1).sum()
+    explicit = np.linalg.norm(Y, axis=1).sum()
+    assert f.cost >= explicit + min(tiled, bound)
+    if large:
+        assert calls and tiled < 0.75 * bound
+        assert f.cost <= (explicit + tiled) * (1 + kernel_rtol(I.size + V))
+    else:
+        assert not calls and 0 < bound <= rs._TILED_RESIDUAL * explicit
+        assert f.cost <= (explicit + bound) * (1 + kernel_rtol(I.size + V))

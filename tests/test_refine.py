@@ -391,7 +391,8 @@ def test_first_groups_are_capped_at_the_points_carrying_most_of_the_value(monkey
 def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypatch, capsys):
     """At high rank (here forced by lowering the rank threshold) a later round's groups'
     tolerance is 1/100 of the smallest gap of the rounds before (read off the progress
-    lines), never below the first round's ``min(tol/10, 1e-8)``."""
+    lines), never below ``min(tol/10, 1e-8)``; the first round's is ``_FIRST_GROUPS`` of
+    ``tol`` (here ``1e-7``), never below that either."""
     from hilbertgeom.tension import solver as sv
 
     monkeypatch.setattr(sv, "_NEWTON_MIN_RANK", 1)
@@ -419,7 +420,7 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
     check_certificate(r, G)
     assert starts[0] is None  # the first groups from equal weights, the later ones from the last round's
     assert all(lam is not None and np.count_nonzero(lam) > 0 for lam in starts[1:])
-    assert seen[0] == 1e-8  # not a tolerance: min(tol / 10, 1e-8)
+    assert seen[0] == max(1e-8, rf._FIRST_GROUPS * TOL)  # not a tolerance: the first groups' share of tol
     for k in range(1, len(seen)):  # the progress lines print the gaps to 3 digits: compare so
         g = min(gaps[:k])
         assert f"{100 * seen[k]:.2e}" == f"{g:.2e}" if 0.01 * g > 1e-8 else seen[k] == 1e-8
@@ -809,11 +810,19 @@ def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
     cheapest flow's weights the last round's descent, capped at ``_FINISH_EVALS`` evaluations,
     after its placement and before the round's line; with ``_FINISH = 0`` no round does.
     Once that descent has stalled short of ``tol`` (here, in round 2), the later rounds' own
-    flows are neither descended nor priced: their only descents are the finishing one and the
-    last round's, and their progress says so; with ``_FINISH = 0`` every round descends its own.
-    Every round after the first is placed here (``_PLACE_WHEN = 0``) and none is the last."""
+    flows are not made (no coupling), nor descended, nor priced: their only descents are the
+    finishing one and the last round's, and their progress says so; with ``_FINISH = 0`` every
+    round couples its groups and descends its own flow.  Every round after the first is placed
+    here (``_PLACE_WHEN = 0``) and none is the last."""
     X = solver_head()
     lines, kwargs = spy_descents(monkeypatch, mark=True)
+    real_coupling = rf._coupling
+
+    def coupling(*a, **k):
+        lines.append("coupling")
+        return real_coupling(*a, **k)
+
+    monkeypatch.setattr(rf, "_coupling", coupling)
     monkeypatch.setattr(rf, "_PLACE_WHEN", 0.0)
     monkeypatch.setattr(rf, "_FINISH", finish)
     rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
@@ -825,10 +834,11 @@ def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
         calls = [kwargs[q] for q, k in enumerate(spy_at) if ends[r - 1] < k < ends[r]]
         own = [c for c in calls if c.get("evals") not in (rf._FINISH_EVALS, rf._LAST_EVALS)]
         only = [m for m in seg if "placement only" in m]
+        coupled = seg.count("coupling")
         if finish == 0.0:
-            assert own and not only
+            assert own and not only and coupled == 3  # not a tolerance: the three couplings
         else:
-            assert calls and not own and len(only) == 1, seg
+            assert calls and not own and len(only) == 1 and coupled == 0, seg
             assert not any("farther apart than 1" in m for m in seg)
     finishing = [k for k in kwargs if k.get("evals") == rf._FINISH_EVALS]
     if finish == 0.0:

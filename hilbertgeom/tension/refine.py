@@ -62,6 +62,12 @@ _NNLS_BLOCK = 256
 #: directly: the Newton steps work on ``K = A^T A``, whose condition is the square (833 on the
 #: largest group above, so ``K``'s 7e5)
 _NNLS_COND = 1e6
+#: the first round's groups' problem is solved to this share of ``tol`` (the later rounds' to 1/100
+#: of the gap so far): the first round's gap is that of sharing points, on the MiniLM gradients at
+#: full vocabulary 2.9e-5 and more.  On the shipped one's first groups' problem (256 groups, d =
+#: 384; 2026-12-07, alone, scipy's BLAS on one thread) Newton-CG took 175.5 s to 2.9e-9 asked for
+#: 1e-8, and 138.9 s to 4.9e-8 asked for 1e-7 (the whole solve 213.4 s and 173.8 s)
+_FIRST_GROUPS = 0.1
 #: rows of the reduced problem that gives the first groups (the bracket's reduction)
 _INIT_ROWS = 2048
 #: reweighting steps for the first groups (a heuristic start: any grouping is certified)
@@ -843,8 +849,9 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             # support is small (tension/dual.py; on 382 groups at rank 381, 154 s to 3.9e-7 where the
             # ALM took 15 minutes).  A later round's groups are solved to 1/100 of the gap so far,
             # no tighter: the groups' gap adds to the round's; they start from the last round's
-            # weights, shared among the new groups by size (_warm_weights)
-            gtol = max(mtol, 0.01 * top_gap) if math.isfinite(top_gap) else mtol
+            # weights, shared among the new groups by size (_warm_weights).  The first round's are
+            # solved to _FIRST_GROUPS of tol, the margin a first round needs to meet tol itself
+            gtol = max(mtol, 0.01 * top_gap) if math.isfinite(top_gap) else max(mtol, _FIRST_GROUPS * tol)
             lam0: np.ndarray | None = _warm_weights(S, res_prev) if res_prev is not None else None
             res = weight_dual(S, tol=gtol, deadline=max(deadline, time.perf_counter() + 1.0), lam0=lam0)
         else:
@@ -868,30 +875,37 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         members = _members(labels, m)
         # the cheapest of the three couplings, then reweighting on its member pairs while it
         # lowers the cost: w_e <- ||y_e|| (the IRLS step).  Flows are kept as (I, J, w, Phi).
-        candidates = []
-        for mode in ("w", "nnls", "M"):
+        if spent:
+            # the cheapest flow's descent has stalled short of tol: this round raises the lower
+            # bound only, and its own flow is not made (no coupling of its groups has come below
+            # the descended flow: _FINISH; at full vocabulary the couplings and their reweighting
+            # took about 90 s of round 3).  The cheapest flow stands in for it (the excess below)
+            cost, (I, J, w, Phi) = best_cost, best_flow
+        else:
+            candidates = []
+            for mode in ("w", "nnls", "M"):
+                if rounds > 1 and time.perf_counter() > deadline:
+                    break  # each coupling costs a Laplacian solve and a flow over all member pairs
+                Ic, Jc, w = _coupling(X, members, res, S, mode)
+                hub = Hubs.of(Ic, Jc, V)
+                Phi = _laplacian_potential(X, Ic, Jc, w, hub)
+                candidates.append((_lean_flow(X, Ic, Jc, w, Phi, hubs=hub)[0], Ic, Jc, w, Phi, hub))
             if rounds > 1 and time.perf_counter() > deadline:
-                break  # each coupling costs a Laplacian solve and a flow over all member pairs
-            Ic, Jc, w = _coupling(X, members, res, S, mode)
-            hub = Hubs.of(Ic, Jc, V)
-            Phi = _laplacian_potential(X, Ic, Jc, w, hub)
-            candidates.append((_lean_flow(X, Ic, Jc, w, Phi, hubs=hub)[0], Ic, Jc, w, Phi, hub))
-        if rounds > 1 and time.perf_counter() > deadline:
-            # the round's couplings ran past the deadline (at full vocabulary about 40 s each, after
-            # a groups' solve that ended just before it): the best certificate so far stands
-            why = "time_limit"
-            break
-        cost, I, J, w, Phi, hub = min(candidates, key=lambda c: c[0])
-        del candidates
-        for _ in range(_REWEIGHT):
-            wr = _pair_norms(I, J, w, Phi, hub)
-            if not np.any(wr > 0):
+                # the round's couplings ran past the deadline (at full vocabulary about 40 s each, after
+                # a groups' solve that ended just before it): the best certificate so far stands
+                why = "time_limit"
                 break
-            Phr = _laplacian_potential(X, I, J, wr, hub)
-            cr = _lean_flow(X, I, J, wr, Phr, hubs=hub)[0]
-            if cr >= cost:
-                break
-            cost, w, Phi = cr, wr, Phr
+            cost, I, J, w, Phi, hub = min(candidates, key=lambda c: c[0])
+            del candidates
+            for _ in range(_REWEIGHT):
+                wr = _pair_norms(I, J, w, Phi, hub)
+                if not np.any(wr > 0):
+                    break
+                Phr = _laplacian_potential(X, I, J, wr, hub)
+                cr = _lean_flow(X, I, J, wr, Phr, hubs=hub)[0]
+                if cr >= cost:
+                    break
+                cost, w, Phi = cr, wr, Phr
         value, Pn, _ = _feasible_value(X, P[near])
         if value > best_val:
             best_val, best_P = value, Pn
@@ -907,7 +921,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
         goal = _refine_goal(X, best_cost, tol)
         report = (f"  min_tension refine round {rounds:3d}", report_scale) if verbose else None
         if placed and gap > tol and spent and report is not None:
-            _progress(f"{report[0]}: flow not descended (the cheapest flow's descent stalled), placement only")
+            _progress(f"{report[0]}: no flow of its own (the cheapest flow's descent stalled), placement only")
         if placed and gap > tol and not spent and time.perf_counter() < deadline:
             # first the flow's weights (a third of the gap in a few dozen evaluations at full
             # vocabulary), then the rows' placement, which may run to the deadline
