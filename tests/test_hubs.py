@@ -311,3 +311,45 @@ def test_pair_products_against_each_pair_of_differences(tail_tail, monkeypatch):
     L = dense_laplacian(I, J, w, V)  # each path forms its own residual X - L Phi: within this of each other
     resid = kernel_rtol(V) * (np.linalg.norm(X, axis=1) + np.linalg.norm(np.abs(L) @ np.abs(Phi), axis=1))
     assert np.all(np.abs(ex_hub - ex_dif) <= row_bound + 2 * resid)
+
+
+def test_block_order_puts_the_dense_pairs_first_in_their_places():
+    """``block_order``: a permutation of the pairs after which the dense-hub-tail pairs come
+    first, their places in the block increasing, and the others (hub-hub) after them; ``None``
+    once the pairs are in that order.  The hubs and the distances are those of the pairs in any
+    order (each pair's own)."""
+    rng = np.random.default_rng(4)
+    V, k, d = 60, 4, 3
+    I, J, w = hub_pairs(V, k, seed=4, hub_hub=3)
+    shuffle = rng.permutation(I.size)
+    I, J, w = I[shuffle], J[shuffle], w[shuffle]
+    hub = Hubs.of(I, J, V)
+    perm = hub.block_order()
+    assert perm is not None and np.array_equal(np.sort(perm), np.arange(I.size))
+    ordered = Hubs.of(I[perm], J[perm], V)
+    assert np.array_equal(ordered.hubs, hub.hubs) and ordered.block_order() is None
+    assert np.array_equal(ordered.ht, np.arange(ordered.ht.size))  # the dense pairs first
+    assert np.all(np.diff(ordered.flat) > 0)
+    Phi = rng.standard_normal((V, d))
+    np.testing.assert_array_equal(ordered.sq_distances(Phi), hub.sq_distances(Phi)[perm])
+
+
+def test_solve_in_parts_is_the_potential(monkeypatch):
+    """``solve`` from the hub and tail rows of ``X`` gives the potential's hub and tail rows
+    (the same numbers: ``potential`` assembles them), and ``sq_of_parts`` on them the squared
+    distances of the assembled potential, each against its own pair's difference."""
+    rng = np.random.default_rng(5)
+    V, k, d = 80, 5, 4
+    I, J, w = hub_pairs(V, k, seed=5, hub_hub=2, tail_tail=3)
+    monkeypatch.setattr(hb, "_MAX_HUBS", k)  # the tail-tail pairs go to linked rows
+    hub = Hubs.of(I, J, V)
+    assert hub.k > hub.kd  # linked rows too
+    X = rng.standard_normal((V, d))
+    X -= X.mean(axis=0)
+    PH, PT = hub.solve(X[hub.hubs], X[hub.tail], w)
+    Phi = hub.potential(X, w)
+    np.testing.assert_array_equal(Phi[hub.hubs], PH)
+    np.testing.assert_array_equal(Phi[hub.tail], PT)
+    sq = hub.sq_of_parts(PH, PT)
+    ref = np.array([np.linalg.norm(Phi[i] - Phi[j]) ** 2 for i, j in zip(I, J, strict=True)])
+    np.testing.assert_allclose(sq, ref, rtol=kernel_rtol(d) / hb._RECHECK * 8.0, atol=0)

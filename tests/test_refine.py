@@ -851,3 +851,43 @@ def test_round_near_tol_descends_before_splitting(monkeypatch, finish):
     placed = [k for k, m in enumerate(r2) if "rows placed" in m]
     calls = [k for k, m in enumerate(r2) if m == "spy"]
     assert placed and calls[-1] > placed[-1]
+
+
+def test_descent_in_the_block_order_is_the_descent_in_the_callers_order(monkeypatch):
+    """Where the pairs have hubs, the weights' descent runs on them in the dense block's order
+    and gives back its weights and its L-BFGS memory in the caller's: against the same descents
+    run in the caller's order (``block_order`` made to say the pairs are in order), twice, the
+    second going on from the first's memory.  The two differ in the order of their sums only:
+    the same costs, weights and memory to a few roundings (``solver`` tolerance: the L-BFGS's
+    dot products over five thousand pairs, through twelve evaluations each)."""
+    from hilbertgeom.tension.hubs import Hubs
+
+    X = solver_head()
+    V = X.shape[0]
+    n = np.linalg.norm(X, axis=1)
+    hubs, tail = np.argsort(-n)[:12], np.argsort(-n)[12:]
+    I, J = np.repeat(hubs, tail.size), np.tile(tail, hubs.size)  # every tail row to every hub
+    rng = np.random.default_rng(3)
+    shuffle = rng.permutation(I.size)
+    I, J = I[shuffle], J[shuffle]
+    w = rng.uniform(0.5, 1.5, I.size)
+    assert Hubs.of(I, J, V).block_order() is not None
+    real = Hubs.block_order
+    runs = []
+    for ordered in (True, False):
+        if not ordered:
+            monkeypatch.setattr(Hubs, "block_order", lambda self: None)
+        mem = rf.new_memory(rf._MAXCOR)
+        first = rf._descend_weights(X, I, J, w, 1e-12, np.inf, evals=12, stall=0.0, memory=mem)
+        second = rf._descend_weights(X, I, J, first[1], 1e-12, np.inf, evals=12, stall=0.0, memory=mem)
+        runs.append((first, second, [(s, y) for s, y, _ in mem]))
+    monkeypatch.setattr(Hubs, "block_order", real)
+    rtol = tolerance("solver").rtol
+    for a, b in zip(runs[0][:2], runs[1][:2], strict=True):
+        assert a[0] == pytest.approx(b[0], rel=rtol)
+        np.testing.assert_allclose(a[1], b[1], rtol=rtol, atol=0)
+        np.testing.assert_allclose(a[2], b[2], rtol=0, atol=rtol * np.abs(b[2]).max())
+    assert len(runs[0][2]) == len(runs[1][2]) > 0
+    for (s1, y1), (s2, y2) in zip(runs[0][2], runs[1][2], strict=True):
+        np.testing.assert_allclose(s1, s2, rtol=0, atol=rtol * np.abs(s2).max())
+        np.testing.assert_allclose(y1, y2, rtol=0, atol=rtol * np.abs(y2).max())

@@ -163,7 +163,7 @@ class Flow:
             return _divergence(self.pairs[:, 0], self.pairs[:, 1], self._vectors, V)
         div = np.zeros((V, self.residual.shape[1]))
         for sl, y in self.chunks():
-            div += _divergence(self.pairs[sl, 0], self.pairs[sl, 1], y, V)
+            _add_divergence(div, self.pairs[sl, 0], self.pairs[sl, 1], y)
         return div
 
     def scaled(self, k: int) -> Flow:
@@ -289,6 +289,19 @@ def _divergence(I, J, Y, V):
     return np.asarray(_incidence(I, J, V) @ Y)
 
 
+def _add_divergence(div: np.ndarray, I, J, Y) -> None:
+    """``div += B Y``, the divergence of the flow ``Y`` on the pairs ``(I, J)``, made on the rows
+    the pairs touch only (the incidence of those rows; each row's sum as :func:`_divergence`
+    makes it, in the same order).  A chunk of the refinement's flow at full vocabulary (10,922
+    pairs at d = 384) touches a third of the 30,522 rows or fewer, and a ``V x d`` result made
+    and added for each of its 511 chunks took 21 s of the certificate."""
+    if len(I) == 0:
+        return
+    m = len(I)
+    rows, at = np.unique(np.concatenate([I, J]), return_inverse=True)
+    div[rows] += np.asarray(_incidence(at[:m], at[m:], rows.size) @ Y)
+
+
 def _flow_of(G: np.ndarray, I, J, Y) -> Flow:
     """Any flow on pairs ``(I, J)`` as a :class:`Flow` of ``G``: its residual
     ``G - div Y`` and a cost rounded up that includes the residual's repair.
@@ -304,7 +317,7 @@ def _flow_of(G: np.ndarray, I, J, Y) -> Flow:
         parts, div = [np.zeros(0)], np.zeros((V, d))
         for sl, y in lean.chunks():  # one pass: each chunk's vectors made once, as Flow.divergence sums them
             parts.append(_rownorms(y))
-            div += _divergence(I[sl], J[sl], y, V)
+            _add_divergence(div, I[sl], J[sl], y)
         norms = np.concatenate(parts)
         r = G - div
     else:

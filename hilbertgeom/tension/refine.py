@@ -626,10 +626,68 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     pairs' weights, :func:`~hilbertgeom.tension.lbfgs.new_memory`) is the L-BFGS memory to start
     from and to leave the last one in: a descent that goes on from an earlier one's weights on the
     same pairs then starts where it stopped, not from steepest descent (with a non-empty
-    memory the start is not scaled along its ray: the memory's pairs were taken unscaled)."""
+    memory the start is not scaled along its ray: the memory's pairs were taken unscaled).
+    Where the pairs have hubs (tension/hubs.py) the descent runs on them in the dense block's
+    order (:meth:`~hilbertgeom.tension.hubs.Hubs.block_order`; the weights and the memory are
+    given back in the caller's), with ``X``'s hub and tail rows gathered once and each
+    potential kept in those two parts (:meth:`~hilbertgeom.tension.hubs.Hubs.solve`) until
+    the cheapest is returned."""
     if I.size == 0 or not np.any(w > 0):
         return None
-    hub = Hubs.of(I, J, X.shape[0])  # the pairs are fixed: their hubs are found once
+    V = X.shape[0]
+    hub = Hubs.of(I, J, V)  # the pairs are fixed: their hubs are found once
+    perm = hub.block_order() if hub is not None else None
+    if perm is None:
+        return _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach)
+    # the pairs (their weights, the memory's vectors) in the dense block's order while the
+    # descent runs (Hubs.block_order), the caller's order again on leaving
+    if start is None:
+        start = float(_lean_flow(X, I, J, w, _laplacian_potential(X, I, J, w, hub), hubs=hub)[0])
+    if memory:
+        _reorder_memory(memory, perm)
+    try:
+        out = _descend(X, I[perm], J[perm], w[perm], Hubs.of(I[perm], J[perm], V), tol, deadline, report, start,
+                       evals, stall, target, window, memory, reach)
+    finally:
+        if memory:
+            _reorder_memory(memory, perm, back=True)
+    if out is None:
+        return None
+    wb = np.empty_like(out[1])
+    wb[perm] = out[1]
+    cost = _lean_flow(X, I, J, wb, out[2], hubs=hub)[0]  # in the caller's order: its sums, its numbers
+    return (cost, wb, out[2]) if cost < start else None
+
+
+def _reorder_memory(memory: deque, perm: np.ndarray, back: bool = False) -> None:
+    """The L-BFGS memory's vectors taken to the order ``perm`` of the pairs (``v[perm]``), or
+    with ``back`` from it (``v`` such that ``v[perm]`` is the vector held), in place."""
+    for _ in range(len(memory)):
+        s, y, rho = memory.popleft()
+        if back:
+            s2, y2 = np.empty_like(s), np.empty_like(y)
+            s2[perm], y2[perm] = s, y
+        else:
+            s2, y2 = s[perm], y[perm]
+        memory.append((s2, y2, rho))
+
+
+def _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach):
+    """:func:`_descend_weights` on pairs whose :class:`Hubs` (or ``None``) is ``hub``."""
+    XH, XT = (X[hub.hubs], X[hub.tail]) if hub is not None else (X, X)  # gathered once
+
+    def potential(x):
+        """``(Phi, sq, <X, Phi>)``: the Laplacian potential of the weights ``x`` (as its hub and
+        tail rows, :meth:`Hubs.solve`, where the pairs have hubs), its pairs' squared distances."""
+        parts = hub.solve(XH, XT, x) if hub is not None else None
+        if parts is not None:
+            return parts, hub.sq_of_parts(*parts), float(np.vdot(XH, parts[0])) + float(np.vdot(XT, parts[1]))
+        Phi = _laplacian_potential(X, I, J, x, False)
+        return Phi, _pair_sq(I, J, Phi, hub), float(np.vdot(X, Phi))
+
+    def whole(P) -> np.ndarray:
+        return hub.assemble(*P) if isinstance(P, tuple) else P
+
     Phi0 = _laplacian_potential(X, I, J, w, hub)
     if start is None:
         start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub)[0])
@@ -638,33 +696,33 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     if not memory:
         w = w * (math.sqrt(A / B) if A > 0 and B > 0 else 1.0)
     floor = _WEIGHT_FLOOR * float(w.mean())
-    best: list = [start, None, None]  # cost, weights, their Laplacian potential
+    best: list = [start, None, None]  # cost, weights, their Laplacian potential (or its parts)
     costs: list[float] = []
     t0 = time.perf_counter()
 
     def fg(x):
-        Phi = _laplacian_potential(X, I, J, x, hub)
-        sq = _pair_sq(I, J, Phi, hub)
+        P, sq, xphi = potential(x)
         cost = float(np.sum(x * np.sqrt(sq)))
         costs.append(cost)
         if cost < best[0]:
-            best[:] = cost, x.copy(), Phi
-            if cost <= target and _lean_flow(X, I, J, x, Phi, hubs=hub)[0] <= target:
+            best[:] = cost, x.copy(), P
+            if cost <= target and _lean_flow(X, I, J, x, whole(P), hubs=hub)[0] <= target:
                 raise _DescentStopError
         k = len(costs)
         stalled = k > window and costs[-window - 1] - min(costs) < stall * tol * min(costs)
         over = k >= evals and not (k < evals + reach and _on_course(costs, window, target, evals + reach - k))
         if stalled or over or time.perf_counter() > deadline:
             raise _DescentStopError
-        return 0.5 * float(np.vdot(X, Phi)) + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
+        return 0.5 * xphi + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
 
     try:
         projected_lbfgs(fg, w, floor, maxcor=_MAXCOR, max_evals=evals + reach, scaled=True, memory=memory)
     except _DescentStopError:
         pass
-    _, wb, Phi = best
+    _, wb, P = best
     if wb is None:
         return None
+    Phi = whole(P)
     cost = _lean_flow(X, I, J, wb, Phi, hubs=hub)[0]
     if report is not None:
         label, f = report
