@@ -118,29 +118,30 @@ def test_flows_pickle_and_copy(rng):
             assert np.array_equal(g.vectors, f.vectors) and np.array_equal(g.residual, f.residual)
 
 
-def test_row_norms_of_every_magnitude_against_hypot(rng):
-    """``_rownorms`` against ``math.hypot`` of each row (correctly scaled, independent of the
-    library): rows whose sum of squares lies in ``[2^-900, 2^900]`` take the unscaled sum,
-    the others -- squares that underflow to subnormals or to zero, or overflow -- the scaled
-    one; both within one ``d``-term dot product's rounding and a root.  Also a row of zeros,
-    one with a NaN, and a float32 array (scaled throughout)."""
+def test_flow_norms_of_every_magnitude_against_hypot(rng):
+    """``_flow_norms`` (the certificate's norms of a flow's vectors) against ``math.hypot``
+    of each row (correctly scaled, independent of the library): rows whose sum of squares
+    lies in ``[2^-900, 2^900]`` take the unscaled sum, the others -- squares that underflow
+    to subnormals or to zero, or overflow -- the scaled one; both within one ``d``-term dot
+    product's rounding and a root.  Also a row of zeros, one with a NaN, and a float32
+    array (scaled throughout)."""
     import math
 
     d = 24
     scales = [1.0, 2.0**-440, 2.0**-530, 2.0**-560, 2.0**-1060, 2.0**440, 2.0**520, 2.0**600]
     X = np.vstack([rng.standard_normal((3, d)) * s for s in scales] + [np.zeros((1, d))])
     X[2, 5] = 5e-324  # a subnormal entry in an ordinary row
-    out = rs._rownorms(X)
+    out = rs._flow_norms(X)
     ref = np.array([math.hypot(*row) for row in X.tolist()])
     assert np.all(np.isfinite(out)) and out[-1] == 0.0
     np.testing.assert_allclose(out, ref, rtol=kernel_rtol(d), atol=0)
     bad = X[:2].copy()
     bad[0, 1] = np.nan
-    nb = rs._rownorms(bad)
-    assert np.isnan(nb[0]) and nb[1] == pytest.approx(math.hypot(*bad[1]), rel=kernel_rtol(d))
+    nb = rs._flow_norms(bad)
+    assert np.isnan(nb[0]) and nb[1] == pytest.approx(math.hypot(*bad[1]), rel=kernel_rtol(d), abs=0)
     x32 = (rng.standard_normal((4, d)) * 1e-25).astype(np.float32)  # squares underflow float32
     ref32 = [math.hypot(*map(float, r)) for r in x32]
-    np.testing.assert_allclose(rs._rownorms(x32), ref32, rtol=kernel_rtol(d, np.float32))
+    np.testing.assert_allclose(rs._flow_norms(x32), ref32, rtol=kernel_rtol(d, np.float32))
 
 
 @pytest.mark.parametrize("large", [False, True])

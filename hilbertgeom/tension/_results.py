@@ -19,7 +19,7 @@ __all__ = ["Flow", "TensionBounds", "TensionResult"]
 
 _U64 = float(np.finfo(np.float64).eps) / 2.0
 _NORM_CHUNK = 1 << 22
-#: :func:`_rownorms` sums the squares of a float64 row unscaled where their sum lies in this range:
+#: :func:`_flow_norms` sums the squares of a float64 row unscaled where their sum lies in this range:
 #: no square overflows, and the squares that underflow, each wrong by less than ``2^-1022``, move a
 #: sum of at least ``2^-900`` by less than ``d 2^-1022``, below its rounding for any ``d < 2^69``.
 #: The scaled sums took 6-7 times as long (2048 rows of 384 entries: 3.1 ms against 0.43 ms)
@@ -141,7 +141,7 @@ class Flow:
         """``||y_e||`` per pair, computed chunk by chunk."""
         if self.pairs.shape[0] == 0:
             return np.zeros(0)
-        return np.concatenate([_rownorms(y) for _, y in self.chunks()])
+        return np.concatenate([_flow_norms(y) for _, y in self.chunks()])
 
     def divergence(self, V: int) -> np.ndarray:
         """``sum_j y_ij`` of the explicit part, a ``(V, d)`` array.
@@ -316,14 +316,14 @@ def _flow_of(G: np.ndarray, I, J, Y) -> Flow:
         lean = Flow(np.stack([I, J], axis=1), None, G, 0.0, weights=w, base=np.asarray(Y.base, dtype=np.float64))
         parts, div = [np.zeros(0)], np.zeros((V, d))
         for sl, y in lean.chunks():  # one pass: each chunk's vectors made once, as Flow.divergence sums them
-            parts.append(_rownorms(y))
+            parts.append(_flow_norms(y))
             _add_divergence(div, I[sl], J[sl], y)
         norms = np.concatenate(parts)
         r = G - div
     else:
         Y = np.asarray(Y, dtype=np.float64).reshape(len(I), d)
         r = G - _divergence(I, J, Y, V)
-        norms = _rownorms(Y) if len(I) else np.zeros(0)  # no under/overflow of squares
+        norms = _flow_norms(Y) if len(I) else np.zeros(0)  # no under/overflow of squares
     # the residual is carried by the balanced flow (r_i - r_j)/V (I11): its cost, summed in
     # tiles and rounded up, or the cheaper bound (V-1)/V sum ||r_i|| on it (alone where it is
     # negligible: _TILED_RESIDUAL)
@@ -372,30 +372,34 @@ def _certify(G: np.ndarray, Phi: np.ndarray, I, J, Y, *, method, centered, itera
 
 
 def _rownorms(X, xp=np):
-    """Euclidean row norms; any array namespace ``xp`` (also :mod:`hilbertgeom.gpu`).
-    A float64 NumPy row whose sum of squares lies in ``[_SQ_LOW, _SQ_HIGH]`` takes the
-    root of that sum (one pass); any other row is divided by its largest entry first
-    (no under- or overflow of the squares), as every row of another namespace or type
-    is.  NumPy arrays of more than ``2^22`` entries go by chunks of rows (the temporaries
-    stay at 32 MiB; the norms are the same)."""
-    if xp is not np or X.ndim != 2 or X.dtype != np.float64:
-        return _scaled_rownorms(X, xp)
-    if X.size > _NORM_CHUNK:
+    """Euclidean row norms, each row divided by its largest entry first (no under- or
+    overflow of the squares); any array namespace ``xp`` (also :mod:`hilbertgeom.gpu`).
+    NumPy arrays of more than ``2^22`` entries go by chunks of rows (the temporaries
+    stay at 32 MiB; the norms are the same).  The one kernel of the core and of
+    :mod:`hilbertgeom.gpu`: both give the same bits."""
+    if xp is np and X.ndim == 2 and X.size > _NORM_CHUNK:
         return np.concatenate([_rownorms(X[sl]) for sl in _chunk_slices(X.shape[0], X.shape[1])])
-    sq = np.einsum("ij,ij->i", X, X)
-    out = np.sqrt(sq)
-    odd = ~((sq >= _SQ_LOW) & (sq <= _SQ_HIGH))  # NaN too
-    if odd.any():
-        out[odd] = _scaled_rownorms(X[odd], np)
-    return out
-
-
-def _scaled_rownorms(X, xp=np):
-    """Euclidean row norms, each row divided by its largest entry first."""
     m = xp.max(xp.abs(X), axis=1)
     ms = xp.where(m > 0, m, xp.ones_like(m))
     Y = X / xp.reshape(ms, (-1, 1))
     return m * xp.sqrt(xp.sum(Y * Y, axis=1))
+
+
+def _flow_norms(Y: np.ndarray) -> np.ndarray:
+    """The norms of a flow's vectors (:meth:`Flow.norms`, the certificate's cost): a float64
+    row whose sum of squares lies in ``[_SQ_LOW, _SQ_HIGH]`` takes the root of that sum (one
+    pass), any other row :func:`_rownorms` (scaled).  Both within a ``d``-term dot product's
+    rounding and a root of the norm."""
+    if Y.ndim != 2 or Y.dtype != np.float64:
+        return _rownorms(Y)
+    if Y.size > _NORM_CHUNK:
+        return np.concatenate([_flow_norms(Y[sl]) for sl in _chunk_slices(Y.shape[0], Y.shape[1])])
+    sq = np.einsum("ij,ij->i", Y, Y)
+    out = np.sqrt(sq)
+    odd = ~((sq >= _SQ_LOW) & (sq <= _SQ_HIGH))  # NaN too
+    if odd.any():
+        out[odd] = _rownorms(Y[odd])
+    return out
 
 
 def _balanced_flow_cost(X, tile: int, xp=np) -> float:
