@@ -638,16 +638,22 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     hub = Hubs.of(I, J, V)  # the pairs are fixed: their hubs are found once
     perm = hub.block_order() if hub is not None else None
     if perm is None:
-        return _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach)
+        return _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach,
+                        None)
     # the pairs (their weights, the memory's vectors) in the dense block's order while the
     # descent runs (Hubs.block_order), the caller's order again on leaving
+    # the start potential is solved once, in the caller's order (its cost is that order's); the
+    # block-order structure has the same hubs (one pair set), so it is not looked for again
+    Phi0 = _laplacian_potential(X, I, J, w, hub)
     if start is None:
-        start = float(_lean_flow(X, I, J, w, _laplacian_potential(X, I, J, w, hub), hubs=hub)[0])
+        start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub)[0])
+    Ip, Jp = I[perm], J[perm]
+    block = Hubs(Ip, Jp, V, hub.hubs, hub.kd)
     if memory:
         _reorder_memory(memory, perm)
     try:
-        out = _descend(X, I[perm], J[perm], w[perm], Hubs.of(I[perm], J[perm], V), tol, deadline, report, start,
-                       evals, stall, target, window, memory, reach)
+        out = _descend(X, Ip, Jp, w[perm], block, tol, deadline, report, start,
+                       evals, stall, target, window, memory, reach, Phi0)
     finally:
         if memory:
             _reorder_memory(memory, perm, back=True)
@@ -672,8 +678,9 @@ def _reorder_memory(memory: deque, perm: np.ndarray, back: bool = False) -> None
         memory.append((s2, y2, rho))
 
 
-def _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach):
-    """:func:`_descend_weights` on pairs whose :class:`Hubs` (or ``None``) is ``hub``."""
+def _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach, Phi0):
+    """:func:`_descend_weights` on pairs whose :class:`Hubs` (or ``None``) is ``hub``; ``Phi0`` is
+    the start weights' Laplacian potential where the caller has it (``None``: solved here)."""
     XH, XT = (X[hub.hubs], X[hub.tail]) if hub is not None else (X, X)  # gathered once
 
     def potential(x):
@@ -688,7 +695,8 @@ def _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target
     def whole(P) -> np.ndarray:
         return hub.assemble(*P) if isinstance(P, tuple) else P
 
-    Phi0 = _laplacian_potential(X, I, J, w, hub)
+    if Phi0 is None:
+        Phi0 = _laplacian_potential(X, I, J, w, hub)
     if start is None:
         start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub)[0])
     # c w is the same flow for every c > 0 (Phi / c); F(c w) = A / c + c B is least at c = sqrt(A / B)
