@@ -391,8 +391,7 @@ def test_first_groups_are_capped_at_the_points_carrying_most_of_the_value(monkey
 def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypatch, capsys):
     """At high rank (here forced by lowering the rank threshold) a later round's groups'
     tolerance is 1/100 of the smallest gap of the rounds before (read off the progress
-    lines), never below ``min(tol/10, 1e-8)``; the first round's is ``_FIRST_GROUPS`` of
-    ``tol`` (here ``1e-7``), never below that either."""
+    lines), never below the first round's ``min(tol/10, 1e-8)``."""
     from hilbertgeom.tension import solver as sv
 
     monkeypatch.setattr(sv, "_NEWTON_MIN_RANK", 1)
@@ -420,7 +419,7 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
     check_certificate(r, G)
     assert starts[0] is None  # the first groups from equal weights, the later ones from the last round's
     assert all(lam is not None and np.count_nonzero(lam) > 0 for lam in starts[1:])
-    assert seen[0] == max(1e-8, rf._FIRST_GROUPS * TOL)  # not a tolerance: the first groups' share of tol
+    assert seen[0] == 1e-8  # not a tolerance: min(tol / 10, 1e-8)
     for k in range(1, len(seen)):  # the progress lines print the gaps to 3 digits: compare so
         g = min(gaps[:k])
         assert f"{100 * seen[k]:.2e}" == f"{g:.2e}" if 0.01 * g > 1e-8 else seen[k] == 1e-8
