@@ -910,7 +910,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             # ALM took 15 minutes).  A later round's groups are solved to 1/100 of the gap so far,
             # no tighter: the groups' gap adds to the round's; they start from the last round's
             # weights, shared among the new groups by size (_warm_weights).  The first round's are
-            # solved to mtol: at tol/10 (1e-7) the shipped MiniLM gradient's first groups took 35 s
+            # solved to mtol: at tol/10 (1e-7) the shipped MiniLM gradient's first groups took 40 s
             # less, but the trained one's second round, started from those weights, ended 2% short of
             # tol and needed a third (368.2 s against 290.5 s in two; docs/theory/tension.md)
             gtol = max(mtol, 0.01 * top_gap) if math.isfinite(top_gap) else mtol
