@@ -631,7 +631,7 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
     V = X.shape[0]
     hub = Hubs.of(I, J, V)  # the pairs are fixed: their hubs are found once
     perm = hub.block_order() if hub is not None else None
-    if perm is None:
+    if hub is None or perm is None:
         return _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach,
                         None)
     # the pairs (their weights, the memory's vectors) in the dense block's order while the
