@@ -630,33 +630,39 @@ def _descend_weights(X: np.ndarray, I, J, w: np.ndarray, tol: float, deadline: f
         return None
     V = X.shape[0]
     hub = Hubs.of(I, J, V)  # the pairs are fixed: their hubs are found once
-    perm = hub.block_order() if hub is not None else None
-    if hub is None or perm is None:
-        return _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach,
-                        None)
-    # the pairs (their weights, the memory's vectors) in the dense block's order while the
-    # descent runs (Hubs.block_order), the caller's order again on leaving
-    # the start potential is solved once, in the caller's order (its cost is that order's); the
-    # block-order structure has the same hubs (one pair set), so it is not looked for again
+    # the start potential and its cost, once, in the caller's order
     Phi0 = _laplacian_potential(X, I, J, w, hub)
     if start is None:
         start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub)[0])
-    Ip, Jp = I[perm], J[perm]
-    block = Hubs(Ip, Jp, V, hub.hubs, hub.kd)
-    if memory:
-        _reorder_memory(memory, perm)
-    try:
-        out = _descend(X, Ip, Jp, w[perm], block, tol, deadline, report, start,
-                       evals, stall, target, window, memory, reach, Phi0)
-    finally:
+    perm = hub.block_order() if hub is not None else None
+    if hub is None or perm is None:
+        out = _descend(X, I, J, w, hub, Phi0, start, tol, deadline, evals, stall, target, window, memory, reach)
+    else:
+        # the pairs (their weights, the memory's vectors) in the dense block's order while the
+        # descent runs (Hubs.block_order), the caller's order again on leaving; the block order's
+        # structure has the same hubs (one pair set), so they are not looked for again
+        Ip, Jp = I[perm], J[perm]
         if memory:
-            _reorder_memory(memory, perm, back=True)
+            _reorder_memory(memory, perm)
+        try:
+            out = _descend(X, Ip, Jp, w[perm], Hubs(Ip, Jp, V, hub.hubs, hub.kd), Phi0, start, tol, deadline,
+                           evals, stall, target, window, memory, reach)
+        finally:
+            if memory:
+                _reorder_memory(memory, perm, back=True)
+        if out is not None:
+            wb = np.empty_like(out[0])
+            wb[perm] = out[0]
+            out = (wb, *out[1:])
     if out is None:
         return None
-    wb = np.empty_like(out[1])
-    wb[perm] = out[1]
-    cost = _lean_flow(X, I, J, wb, out[2], hubs=hub)[0]  # in the caller's order: its sums, its numbers
-    return (cost, wb, out[2]) if cost < start else None
+    wb, Phi, n, t0 = out
+    cost = _lean_flow(X, I, J, wb, Phi, hubs=hub)[0]  # once, in the caller's order: its sums, its numbers
+    if report is not None:
+        label, f = report
+        _progress(f"{label}: weights of {I.size} pairs descended, upper bound {start * f:.12g} -> "
+                  f"{min(cost, start) * f:.12g}  ({n} evaluations, {time.perf_counter() - t0:.1f} s)")
+    return (cost, wb, Phi) if cost < start else None
 
 
 def _reorder_memory(memory: deque, perm: np.ndarray, back: bool = False) -> None:
@@ -672,9 +678,12 @@ def _reorder_memory(memory: deque, perm: np.ndarray, back: bool = False) -> None
         memory.append((s2, y2, rho))
 
 
-def _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target, window, memory, reach, Phi0):
-    """:func:`_descend_weights` on pairs whose :class:`Hubs` (or ``None``) is ``hub``; ``Phi0`` is
-    the start weights' Laplacian potential where the caller has it (``None``: solved here)."""
+def _descend(X, I, J, w, hub, Phi0, start, tol, deadline, evals, stall, target, window, memory, reach):
+    """:func:`_descend_weights` on pairs whose :class:`Hubs` (or ``None``) is ``hub``, from the
+    weights ``w`` whose Laplacian potential is ``Phi0`` and whose cost is ``start``.  Returns
+    ``(w, Phi, evaluations, t0)``, the cheapest weights seen, their potential, the evaluations
+    made and the time the descent began (its caller costs and reports it), or ``None`` where no
+    evaluation was cheaper than ``start``."""
     XH, XT = (X[hub.hubs], X[hub.tail]) if hub is not None else (X, X)  # gathered once
 
     def potential(x):
@@ -689,10 +698,6 @@ def _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target
     def whole(P) -> np.ndarray:
         return hub.assemble(*P) if isinstance(P, tuple) else P
 
-    if Phi0 is None:
-        Phi0 = _laplacian_potential(X, I, J, w, hub)
-    if start is None:
-        start = float(_lean_flow(X, I, J, w, Phi0, hubs=hub)[0])
     # c w is the same flow for every c > 0 (Phi / c); F(c w) = A / c + c B is least at c = sqrt(A / B)
     A, B = float(np.sum(X * Phi0)), float(w.sum())
     if not memory:
@@ -722,15 +727,7 @@ def _descend(X, I, J, w, hub, tol, deadline, report, start, evals, stall, target
     except _DescentStopError:
         pass
     _, wb, P = best
-    if wb is None:
-        return None
-    Phi = whole(P)
-    cost = _lean_flow(X, I, J, wb, Phi, hubs=hub)[0]
-    if report is not None:
-        label, f = report
-        _progress(f"{label}: weights of {I.size} pairs descended, upper bound {start * f:.12g} -> "
-                  f"{min(cost, start) * f:.12g}  ({len(costs)} evaluations, {time.perf_counter() - t0:.1f} s)")
-    return (cost, wb, Phi) if cost < start else None
+    return None if wb is None else (wb, whole(P), len(costs), t0)
 
 
 def _on_course(costs: list[float], window: int, target: float, left: int) -> bool:
