@@ -99,9 +99,7 @@ class Hubs:
         # share a place (the same rows twice), their weights are added by bincount instead
         self.flat = self.a * nT + self.t
         self.shared = bool(self.flat.size) and int(np.bincount(self.flat, minlength=kd * nT).max()) > 1
-        self.again = np.union1d(self.hh, self.lt)  # pairs whose products pair_products takes from the differences
-        # the dense-hub-tail pairs are the first ones (in the block order): they are written as a run
-        self.ht_run = slice(0, self.ht.size) if self.ht.size and self.ht[-1] == self.ht.size - 1 else self.ht
+        self.again = np.union1d(self.hh, self.lt)  # pairs whose distance is taken from the difference
 
     @classmethod
     def of(cls, I: np.ndarray, J: np.ndarray, V: int) -> Hubs | None:
@@ -137,7 +135,7 @@ class Hubs:
         (sparse, ``(k - kd) x t``; ``None`` without linked rows), tail degrees, hub-hub weights
         ``k x k`` (symmetric) and hub degrees."""
         k, kd, nT = self.k, self.kd, self.V - self.k
-        wt = w[self.ht_run]  # a view where the dense-hub-tail pairs come first (the block order)
+        wt = w[self.ht]
         flat: np.ndarray
         if self.shared:
             flat = np.bincount(self.flat, wt, kd * nT)
@@ -248,16 +246,15 @@ class Hubs:
     def sq_distances(self, Phi: np.ndarray) -> np.ndarray:
         """``||phi_i - phi_j||^2`` for every pair: dense-hub-tail pairs by ``|p_a|^2 + |p_t|^2 -
         2 <p_a, p_t>`` of the centred rows (the inner products one GEMM ``P_H P_T^T``, the dense
-        block's shape), hub-hub pairs the same way from the hubs' Gram matrix; those below
-        ``_RECHECK`` of ``|p_a|^2 + |p_t|^2``, and the linked-tail pairs, from their differences."""
+        block's shape), those below ``_RECHECK`` of ``|p_a|^2 + |p_t|^2``, the hub-hub pairs and
+        the linked-tail pairs from their differences."""
         return self.sq_of_parts(Phi[self.hubs], Phi[self.tail])
 
     def sq_of_parts(self, PH: np.ndarray, PT: np.ndarray) -> np.ndarray:
         """:meth:`sq_distances` of the potential whose hub rows are ``PH`` and tail rows ``PT``
         (:meth:`solve`), which are not changed."""
         mu = (PH.sum(axis=0) + PT.sum(axis=0)) / self.V
-        PA = PH - mu
-        PD = PA[: self.kd]
+        PD = PH[: self.kd] - mu
         PC = PT - mu
         hub_n, tail_n = np.einsum("ij,ij->i", PD, PD), np.einsum("ij,ij->i", PC, PC)
         R = np.add.outer(hub_n, tail_n)  # |p_a|^2 + |p_t|^2 over the dense block
@@ -266,23 +263,12 @@ class Hubs:
         D2 *= -2.0
         D2 += R
         sq = np.zeros(self.I.size)
-        sq[self.ht_run] = D2.ravel()[self.flat]
+        sq[self.ht] = D2.ravel()[self.flat]
         np.maximum(sq, 0.0, out=sq)
         R *= _RECHECK
         close = (D2 < R).ravel()[self.flat]
         del D2, R
-        parts = [self.ht[close], self.lt]
-        if self.hh.size:
-            # the hub-hub pairs from the hubs' Gram matrix (k x k), the close ones again from their
-            # differences: gathered row by row, the differences of these few thousand pairs took
-            # 56 ms an evaluation of the weights' descent at full vocabulary, the Gram matrix 1 ms
-            Gm = PA @ PA.T
-            own = np.diag(Gm)
-            rh = own[self.ha] + own[self.hb]
-            sh = rh - 2.0 * Gm[self.ha, self.hb]
-            sq[self.hh] = np.maximum(sh, 0.0)
-            parts.append(self.hh[sh < _RECHECK * rh])
-        again = np.concatenate(parts)  # the dense-hub-tail, linked-tail and hub-hub pairs: disjoint
+        again = np.union1d(self.ht[close], self.again)
         for sl in _chunk_slices(again.size, PH.shape[1]):
             e = again[sl]
             D = self._rows(PH, PT, self.I[e])

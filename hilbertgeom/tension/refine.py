@@ -709,10 +709,7 @@ def _descend(X, I, J, w, hub, Phi0, start, tol, deadline, evals, stall, target, 
 
     def fg(x):
         P, sq, xphi = potential(x)
-        nrm = np.sqrt(sq)
-        nrm *= x
-        cost = float(nrm.sum())
-        del nrm
+        cost = float(np.sum(x * np.sqrt(sq)))
         costs.append(cost)
         if cost < best[0]:
             best[:] = cost, x.copy(), P
@@ -723,9 +720,7 @@ def _descend(X, I, J, w, hub, Phi0, start, tol, deadline, evals, stall, target, 
         over = k >= evals and not (k < evals + reach and _on_course(costs, window, target, evals + reach - k))
         if stalled or over or time.perf_counter() > deadline:
             raise _DescentStopError
-        sq *= -0.5  # the gradient 0.5 - 0.5 sq in place: at full vocabulary each array made is 45 MB
-        sq += 0.5
-        return 0.5 * xphi + 0.5 * float(x.sum()), sq
+        return 0.5 * xphi + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
 
     try:
         projected_lbfgs(fg, w, floor, maxcor=_MAXCOR, max_evals=evals + reach, scaled=True, memory=memory)
