@@ -1003,7 +1003,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
                 goal = _refine_goal(X, best_cost, tol)
             if best_flow[0] is I:  # the memory is that of the best flow's pairs, for the last round
                 best_mem = mem
-            del mem  # otherwise not kept: at full vocabulary 0.85 GB through the placement
+            del mem  # otherwise not kept: at full vocabulary 0.45 GB (_MAXCOR pairs) through the placement
         if placed and tail.size and gap > tol:
             Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room, report)
             if value > best_val:
