@@ -85,9 +85,12 @@ _BLOCK = 1000
 #: the block only on problems of at most this many pairs: on round 3's groups' problem of the same
 #: gradient (424 groups, 89,676 pairs, to 1.2e-8) the solve took 665.1 s with the block (in the
 #: full run) and 329.9 s on the diagonal alone; the cut lies between that and the 256 groups'
-#: 32,640 pairs, where the block helped, and has not been measured more finely.  Both times are
+#: 32,640 pairs, where the block helped (more finely below).  Both times are
 #: with the step cut for every pair (before :func:`_projected`); projected, on round 3's groups'
-#: problem of a later run (also 424 groups) the block took 207.6 s and the diagonal 214.6 s
+#: problem of a later run (also 424 groups) the block took 207.6 s and the diagonal 214.6 s.  On
+#: round 2's groups' problem of the same gradient (291 groups, 42,195 pairs, to 3.2e-7; projected,
+#: 2026-12-07) the block took 23,516 products and 114.5 s, the diagonal 21,505 and 99.7 s (109.4 s
+#: again): the cut lies between 32,640 pairs and 42,195
 _BLOCK_PAIRS = 40_000
 #: fraction of the distance to the bound a step may cover (a weight's, :func:`_projected`; the
 #: multiplier's), and the multiplier's band.  Where the fraction cut the whole step of ``lambda``
