@@ -425,6 +425,44 @@ def test_later_groups_at_high_rank_are_solved_to_a_hundredth_of_the_gap(monkeypa
         assert f"{100 * seen[k]:.2e}" == f"{g:.2e}" if 0.01 * g > 1e-8 else seen[k] == 1e-8
 
 
+def test_placement_only_rounds_ask_their_groups_for_the_gap_so_far(monkeypatch, capsys):
+    """Once the cheapest flow's finishing descent has stalled, a round is placement only (its
+    groups' flow is not coupled) and its groups' tolerance is ``_SPENT_GTOL`` times the smallest
+    gap of the rounds before, not 1/100 of it; the rounds before it keep 1/100.  At high rank
+    (forced as above), every round placed, ``tol`` out of reach so that the descent stalls;
+    the gaps are read off the progress lines (3 digits) and the placement-only rounds off
+    their own line."""
+    from hilbertgeom.tension import solver as sv
+
+    monkeypatch.setattr(sv, "_NEWTON_MIN_RANK", 1)
+    monkeypatch.setattr(sv, "_NEWTON_RANK", 0.0)
+    monkeypatch.setattr(rf, "_PLACE_WHEN", 0.0)
+    monkeypatch.setattr(rf, "_FINISH", math.inf)
+    X = solver_head()
+    seen = []
+    solve = rf.weight_dual
+
+    def spy(S, *, tol, **kw):
+        seen.append(tol)
+        return solve(S, tol=tol, **kw)
+
+    monkeypatch.setattr(rf, "weight_dual", spy)
+    rf._refine_solve(X, tol=1e-12, max_rounds=4, verbose=True)
+    rounds = [line for line in capsys.readouterr().err.splitlines() if "refine round" in line]
+    gaps = [float(line.split("rel gap ")[1].split()[0]) for line in rounds if "rel gap " in line]
+    only = {int(line.split("round")[1].split(":")[0]) for line in rounds if "placement only" in line}
+    assert len(seen) == len(gaps) == 4  # not a tolerance: four rounds, each a groups' solve
+    assert only and 1 not in only and 2 not in only  # the descent stalls in round 2 at the earliest
+    assert seen[0] == 1e-12  # not a tolerance: mtol = max(min(tol / 10, 1e-8), 1e-12)
+    for k in range(1, 4):
+        g = min(gaps[:k])
+        share = rf._SPENT_GTOL if k + 1 in only else 0.01
+        if share * g > 1e-12:  # not a tolerance: above mtol
+            assert f"{seen[k] / share:.2e}" == f"{g:.2e}"
+        else:
+            assert seen[k] == 1e-12  # not a tolerance: mtol
+
+
 def test_the_next_groups_dual_starts_from_the_last_rounds_weights_shared_by_size():
     """``_warm_weights``: the last round's weights ``lam_pq = ||y_pq|| / ||p_p - p_q||``
     (made here from the flow's vectors) shared among the new groups' pairs.  Each new
