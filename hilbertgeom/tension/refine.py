@@ -924,12 +924,11 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
             # weights, shared among the new groups by size (_warm_weights).  The first round's are
             # solved to mtol: at tol/10 (1e-7) the shipped MiniLM gradient's first groups took 40 s
             # less, but the trained one's second round, started from those weights, ended 2% short of
-            # tol and needed a third (368.2 s against 290.5 s in two; docs/theory/tension.md)
-            gtol = max(mtol, 0.01 * top_gap) if math.isfinite(top_gap) else mtol
-            if spent and math.isfinite(top_gap):
-                # a placement-only round: its groups serve the placement alone (their flow is not
-                # coupled), so their gap does not add to the round's (_SPENT_GTOL)
-                gtol = max(mtol, _SPENT_GTOL * top_gap)
+            # tol and needed a third (368.2 s against 290.5 s in two; docs/theory/tension.md).  A
+            # placement-only round's groups serve the placement alone (their flow is not coupled), so
+            # their gap does not add to the round's: they are asked for _SPENT_GTOL of the gap so far
+            share = _SPENT_GTOL if spent else 0.01
+            gtol = max(mtol, share * top_gap) if math.isfinite(top_gap) else mtol
             lam0: np.ndarray | None = _warm_weights(S, res_prev) if res_prev is not None else None
             res = weight_dual(S, tol=gtol, deadline=max(deadline, time.perf_counter() + 1.0), lam0=lam0)
         else:
