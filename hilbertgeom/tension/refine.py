@@ -50,7 +50,7 @@ from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress,
 from .dual import weight_dual
 from .hubs import Hubs
 from .lbfgs import new_memory, projected_lbfgs, resize_memory
-from .place import place_pass
+from .place import Multipliers, place_pass
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
@@ -837,7 +837,7 @@ def _split(X, n, labels, members, excess, parts: int, share: float) -> tuple[np.
 
 
 def _place_tail(X: np.ndarray, Pn: np.ndarray, value: float, tail: np.ndarray, deadline: float, goal: float,
-                until_deadline: bool, report: tuple[str, float] | None = None):
+                until_deadline: bool, report: tuple[str, float] | None = None, duals: Multipliers | None = None):
     """``(potential, value)``: passes of tension/place.py over the tail rows (each on its own
     best point given all the others; most of the gap on real gradients is the tail sharing a
     few hundred points), while each pass raises the value by at least a fifth of what is
@@ -851,7 +851,7 @@ def _place_tail(X: np.ndarray, Pn: np.ndarray, value: float, tail: np.ndarray, d
     after (times ``scale``), its goal and the time."""
     while time.perf_counter() < deadline and value < goal and tail.size:
         t_pass = time.perf_counter()
-        Pp, gained, left = place_pass(X, Pn, tail, deadline=deadline)
+        Pp, gained, left = place_pass(X, Pn, tail, deadline=deadline, duals=duals)
         vp, Pp, _ = _feasible_value(X, Pp) if gained > 0 else (value, Pp, None)
         if report is not None:
             label, f = report
@@ -907,6 +907,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
     stuck = False  # splitting stopped narrowing the gap (not a limit of time or rounds)
     spent = False  # a finishing descent stalled short of tol: later rounds raise the lower bound only
     res_prev, warm_ok = None, False
+    duals = Multipliers()  # the tail rows' multipliers from one placement, the next one's start
     for rounds in range(1, max_rounds + 1):
         t_round = time.perf_counter()
         labels, m = _compact(labels)
@@ -1018,7 +1019,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
                 best_mem = mem
             del mem  # otherwise not kept: at full vocabulary 0.45 GB (_MAXCOR pairs) through the placement
         if placed and tail.size and gap > tol:
-            Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room, report)
+            Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, no_room, report, duals)
             if value > best_val:
                 best_val, best_P = value, Pn
                 gap = _refine_gap(X, best_val, best_cost)
@@ -1065,7 +1066,7 @@ def _refine_solve(X: np.ndarray, *, tol: float, max_rounds: int, verbose: bool, 
                 # the last placement: until the deadline where there is one; without one, by the
                 # rule of the rounds (passes that gain less than a fifth of what is left end it: on a
                 # rank-6 head of 120 rows, 41 more passes gained 6e-5 of the 0.31 left)
-                Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, math.isfinite(deadline), report)
+                Pn, value = _place_tail(X, Pn, value, tail, deadline, goal, math.isfinite(deadline), report, duals)
                 if value > best_val:
                     best_val, best_P = value, Pn
             break
