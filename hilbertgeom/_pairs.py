@@ -720,15 +720,27 @@ def _beyond_candidates(X, thr: float, *, tile: int):
                 yield rows_a[s0 + ii], rows_b[c0 + jj]
 
 
-def pairs_beyond(X, xp, thr: float, *, tile: int = 2048):
+def pairs_beyond(X, xp, thr: float, *, tile: int = 2048, skip=None):
     """All pairs ``i < j`` with float64 ``||x_i - x_j|| > thr`` (screened with the blocks of
     :func:`sq_distance_tiles`, pruned by norms, confirmed with :func:`pair_distance`).
     Returns two int64 index arrays of ``xp``.  With NumPy the blocks are screened in strips
-    (:func:`_beyond_candidates`), about four times faster at ``V = 2000``."""
+    (:func:`_beyond_candidates`), about four times faster at ``V = 2000``.
+
+    ``skip``: the pairs left out, as sorted int64 keys ``i V + j`` (``i < j``; repeats allowed) of ``xp``; a
+    screened pair among them is not confirmed.  Where the rows are a flow's potential, its own
+    pairs sit at distance 1 within rounding, and confirming them is most of the time: on the
+    shipped MiniLM gradient's round-2 flow at full vocabulary (5,580,211 pairs), all 2,100,930
+    screened pairs were the flow's, screened in 6.7 s and confirmed in about 30 s (2 cores)."""
     out_i, out_j = [], []
+    V = X.shape[0]
     cands = _beyond_candidates(X, thr, tile=tile) if xp is np else _tile_candidates(X, xp, thr, tile)
     for gi, gj in cands:
         gi, gj = xp.astype(gi, xp.int64), xp.astype(gj, xp.int64)
+        if skip is not None and skip.shape[0]:
+            key = xp.minimum(gi, gj) * V + xp.maximum(gi, gj)
+            at = xp.minimum(xp.searchsorted(skip, key), skip.shape[0] - 1)
+            new = xp.take(skip, at) != key
+            gi, gj = gi[new], gj[new]
         dist = pair_distance(xp.take(X, gi, axis=0) - xp.take(X, gj, axis=0), xp)
         ok = dist > thr
         gi, gj = gi[ok], gj[ok]

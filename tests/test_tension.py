@@ -581,6 +581,41 @@ def test_pairs_beyond_exact_at_the_threshold(tile, n, xp):
     assert found_pairs_beyond(X, 1.0, tile, ns) == want
 
 
+@pytest.mark.parametrize("xp", ["numpy", "array_api_strict"])
+def test_pairs_beyond_leaves_the_skipped_pairs_out_unconfirmed(monkeypatch, xp):
+    """``skip`` (a flow's own pairs, where the rows are its potential): the pairs found are
+    the brute force's less the skipped ones, and no skipped pair is confirmed: the rows
+    :func:`pair_distance` sees are exactly the screened pairs (recorded from the screen) that
+    are not skipped.  Skipped here: every other pair beyond 1, and the partners ``(0, 60)``,
+    3e-12 beyond (a flow's own pairs sit at 1 within rounding)."""
+    import hilbertgeom._pairs as pairs
+
+    ns = pytest.importorskip(xp)
+    X = far_spread_pairs(0, 60)
+    V = X.shape[0]
+    want = brute_pairs_beyond(X, 1.0)
+    skipped = set(sorted(want)[::2]) | {(0, 60)}
+    keys = np.array(sorted(i * V + j for i, j in skipped), np.int64)
+    keys = np.sort(np.append(keys, keys[:3]))  # repeats allowed (a flow may list a pair twice)
+    screened, confirmed = [], []
+    real_np, real_tiles, real_distance = pairs._beyond_candidates, pairs._tile_candidates, pairs.pair_distance
+
+    def record(gen):
+        for gi, gj in gen:
+            a, b = np.asarray(gi).tolist(), np.asarray(gj).tolist()
+            screened.extend((min(i, j), max(i, j)) for i, j in zip(a, b, strict=True))
+            yield gi, gj
+
+    monkeypatch.setattr(pairs, "_beyond_candidates", lambda *a, **k: record(real_np(*a, **k)))
+    monkeypatch.setattr(pairs, "_tile_candidates", lambda *a, **k: record(real_tiles(*a, **k)))
+    monkeypatch.setattr(pairs, "pair_distance", lambda diff, xp_: confirmed.append(diff.shape[0]) or
+                        real_distance(diff, xp_))
+    i, j = pairs.pairs_beyond(ns.asarray(X), ns, 1.0, tile=300, skip=ns.asarray(keys))
+    got = set(zip(np.asarray(i).tolist(), np.asarray(j).tolist(), strict=True))
+    assert got == want - skipped and len(got) == np.asarray(i).size
+    assert sum(confirmed) == len(set(screened) - skipped) == len(screened) - len(set(screened) & skipped)
+
+
 @pytest.mark.parametrize("plant", ["E = 0", "no re-centring, E = 0"])
 @pytest.mark.parametrize("xp", ["numpy", "array_api_strict"])
 def test_planted_bug_in_the_tiles_is_caught(monkeypatch, plant, xp):

@@ -436,10 +436,7 @@ def _violated_pairs(P: np.ndarray, I: np.ndarray, J: np.ndarray) -> tuple[np.nda
     ``P = L_w^+ X``, the pairs whose weight, raised from 0, lowers the refinement's descent
     ``F`` (its gradient there is ``(1 - ||p_i - p_j||^2) / 2 < 0``)."""
     V = P.shape[0]
-    a, b = pairs_beyond(P, np, 1.0)
-    a, b = a.astype(np.intp), b.astype(np.intp)
-    if a.size == 0 or I.size == 0:
-        return a, b
-    have = np.unique(np.minimum(I, J).astype(np.int64) * V + np.maximum(I, J))
-    new = ~np.isin(a.astype(np.int64) * V + b, have)
-    return a[new], b[new]
+    # sorted, not made unique: np.unique took 8.1 s on a flow of 5.6 million pairs, the sort 0.5 s
+    have = np.sort(np.minimum(I, J).astype(np.int64) * V + np.maximum(I, J)) if I.size else None
+    a, b = pairs_beyond(P, np, 1.0, skip=have)  # the flow's own pairs are not confirmed
+    return a.astype(np.intp), b.astype(np.intp)
