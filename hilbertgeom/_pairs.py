@@ -726,11 +726,12 @@ def pairs_beyond(X, xp, thr: float, *, tile: int = 2048, skip=None):
     Returns two int64 index arrays of ``xp``.  With NumPy the blocks are screened in strips
     (:func:`_beyond_candidates`), about four times faster at ``V = 2000``.
 
-    ``skip``: the pairs left out, as sorted int64 keys ``i V + j`` (``i < j``; repeats allowed) of ``xp``; a
-    screened pair among them is not confirmed.  Where the rows are a flow's potential, its own
-    pairs sit at distance 1 within rounding, and confirming them is most of the time: on the
-    shipped MiniLM gradient's round-2 flow at full vocabulary (5,580,211 pairs), all 2,100,930
-    screened pairs were the flow's, screened in 6.7 s and confirmed in about 30 s (2 cores)."""
+    ``skip``: the pairs left out, as sorted int64 keys ``i V + j`` (``i < j``; repeats allowed)
+    of ``xp``; a screened pair among them is not confirmed.  Where the rows are a flow's
+    potential, its own pairs sit at distance 1 within rounding, and confirming them is most of
+    the time: on the shipped MiniLM gradient's round-2 flow at full vocabulary (5,580,211
+    pairs), all 2,100,930 screened pairs were the flow's, screened in 6.7 s and confirmed in
+    about 30 s (2 cores)."""
     out_i, out_j = [], []
     V = X.shape[0]
     cands = _beyond_candidates(X, thr, tile=tile) if xp is np else _tile_candidates(X, xp, thr, tile)

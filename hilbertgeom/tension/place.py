@@ -389,27 +389,39 @@ class Multipliers:
             if old.any():
                 kept.append((r[old], b, m[old]))
         if rows.size:
-            kept.append((np.asarray(rows), np.asarray(balls), np.array(mu)))
+            o = np.argsort(rows, kind="stable")  # each part's rows sorted, for _find
+            kept.append((np.asarray(rows)[o], np.asarray(balls), np.asarray(mu)[o]))
         self.parts = kept
 
     def start(self, rows: np.ndarray, balls: np.ndarray, default: np.ndarray) -> np.ndarray:
         """Each of ``rows``' multipliers over the sorted ``balls`` and a trust ball, from its
-        record where it has one (a ball it did not have starts at the bound), else ``default``."""
+        record where it has one (:func:`_carried`), else ``default``."""
         mu = np.array(np.broadcast_to(default, (rows.size, balls.size + 1)))
         for r, b, m in self.parts:
-            order = np.argsort(r, kind="stable")
-            at = np.minimum(np.searchsorted(r, rows, sorter=order), r.size - 1)
-            hit = r[order[at]] == rows
-            if not hit.any():
-                continue
-            src = m[order[at[hit]]]
-            pos = np.minimum(np.searchsorted(balls, b), max(balls.size - 1, 0))
-            same = balls[pos] == b if balls.size else np.zeros(b.size, bool)
-            row = np.full((src.shape[0], balls.size + 1), _MU_MIN)
-            row[:, pos[same]] = src[:, :-1][:, same]
-            row[:, -1] = src[:, -1]
-            mu[hit] = row
+            at, hit = _find(r, rows)
+            if hit.any():
+                mu[hit] = _carried(m[at[hit]], b, balls)[0]
         return mu
+
+
+def _find(keys: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``x`` is in the sorted ``keys``, and whether it is there."""
+    if not keys.size:
+        return np.zeros(x.shape, np.intp), np.zeros(x.shape, bool)
+    at = np.minimum(np.searchsorted(keys, x), keys.size - 1)
+    return at, keys[at] == x
+
+
+def _carried(mu: np.ndarray, old: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Multipliers (rows of them) over the sorted balls ``old`` and a trust ball (last), carried to
+    the sorted balls ``new``: a ball in both keeps its multiplier, a ball new to them starts at the
+    bound ``_MU_MIN``, the trust ball keeps its own.  Returns them and whether any ball was in both."""
+    mu = np.atleast_2d(mu)
+    at, hit = _find(old, new)
+    out = np.full((mu.shape[0], new.size + 1), _MU_MIN)
+    out[:, np.flatnonzero(hit)] = mu[:, at[hit]]
+    out[:, -1] = mu[:, -1]
+    return out, bool(hit.any())
 
 
 def _batch_newton(du: _Duals, mu0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -685,12 +697,9 @@ def place_pass(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
             # group come in turn and share their neighbours), else equal multipliers
             mu0 = np.ones(Q.shape[0])
             if prev_idx.size:
-                pos = np.searchsorted(prev_idx, sel)
-                pos = np.minimum(pos, prev_idx.size - 1)
-                hit = prev_idx[pos] == sel
-                if hit.any():
-                    mu0[:-1] = np.where(hit, prev_mu[pos], 1e-12)  # not a tolerance: at the bound
-                    mu0[-1] = prev_mu[-1]
+                carried, shared = _carried(prev_mu, prev_idx, sel)
+                if shared:
+                    mu0 = carried[0]
             step, mu = _best_point(X[i] / n[i], Q, r2, mu0)
             prev_idx, prev_mu = sel, mu
             g = float(X[i] @ step)
