@@ -1,4 +1,4 @@
-"""L-BFGS-B on the scalar-weight dual over every pair (``tension/dual.py``).
+"""Projected L-BFGS on the scalar-weight dual over every pair (``tension/dual.py``).
 
 References: the regular simplex (closed form: every pair active, ``T = c (m-1)/2``
 for vertices at distance ``c``), the cvxpy reference program (an independent
@@ -48,7 +48,7 @@ def test_regular_simplex_is_the_closed_form():
 @pytest.mark.parametrize("newton", [True, False])
 def test_full_rank_problem_agrees_with_the_cvxpy_reference(newton, monkeypatch):
     """A random problem of full rank (the groups' problem's shape): with the Newton
-    polish the certificate meets 1e-9; without it (support cap 0: L-BFGS-B alone) it
+    polish the certificate meets 1e-9; without it (support cap 0: the L-BFGS alone) it
     meets 1e-7 (``f`` reaches rounding level first: its excess is second order in
     the weights' error, the potential's distances first order); either bracket
     overlaps the interior-point reference's."""
@@ -91,7 +91,7 @@ def test_deadline_returns_a_rigorous_certificate():
 def test_a_wrong_potential_or_weights_is_caught(bad, monkeypatch):
     """Planted bugs, kept as tests: the potential twice ``L^+ S`` (its flow no longer
     balances ``S``), or the weights squared where the variables are read (the
-    gradient no longer that of ``f``), must keep L-BFGS-B (the Newton polish off:
+    gradient no longer that of ``f``), must keep the L-BFGS (the Newton polish off:
     it would repair both; nor Newton-CG) from 1e-7 on the simplex, which it meets without them."""
     monkeypatch.setattr(nt, "_MAX_SUPPORT", 0)
     monkeypatch.setattr(ncg, "newton_cg", lambda *a, **k: 0)
@@ -144,23 +144,22 @@ def test_refine_solves_high_rank_groups_with_the_dual(monkeypatch):
 @pytest.mark.parametrize("newton_narrows", [True, False])
 def test_lbfgs_goes_on_only_where_newton_did_not_narrow_the_bracket(newton_narrows, monkeypatch):
     """Where Newton narrows the bracket but stops short of ``tol`` (here: asked for
-    1e-15), L-BFGS-B is not run again (from its own iterate it trails Newton); where
-    Newton does not narrow it (a Newton that does nothing), L-BFGS-B goes on."""
-    import scipy.optimize
-
+    1e-15), the L-BFGS is not run again (from its own iterate it trails Newton); where
+    Newton does not narrow it (a Newton that does nothing), the L-BFGS goes on."""
     seen = {"newton": None, "after": 0}
-    polish, minimize = nt.support_newton, scipy.optimize.minimize
+    polish, minimize = nt.support_newton, du.projected_lbfgs
 
     def newton(S, I, J, lam, P, **kw):
         seen["newton"] = lam.copy()
         return polish(S, I, J, lam, P, **kw) if newton_narrows else 0
 
     def lbfgs(*a, **kw):
+        assert kw["scaled"]  # the initial Hessian scaled by the weights (dual.py's measurements)
         seen["after"] += seen["newton"] is not None
         return minimize(*a, **kw)
 
     monkeypatch.setattr(nt, "support_newton", newton)
-    monkeypatch.setattr(scipy.optimize, "minimize", lbfgs)
+    monkeypatch.setattr(du, "projected_lbfgs", lbfgs)
     rng = np.random.default_rng(5)
     S = rng.standard_normal((16, 20))
     S -= S.mean(axis=0)
@@ -171,7 +170,7 @@ def test_lbfgs_goes_on_only_where_newton_did_not_narrow_the_bracket(newton_narro
 
 
 def test_newton_certificates_repair_their_iterates_potential(monkeypatch):
-    """Each Newton iterate's potential is repaired before it is certified, as L-BFGS-B's
+    """Each Newton iterate's potential is repaired before it is certified, as the L-BFGS's
     are: its pairs outside the support lie beyond 1, so dividing by the diameter alone
     wastes the lower bound (on the shipped MiniLM's 291 groups, up to 5e-3 against 5e-7,
     ``docs/theory/tension.md``).  Independent check: the diameter of each iterate by
@@ -324,21 +323,22 @@ def test_projected_step_stops_each_weight_short_of_the_bound_alone():
 @pytest.mark.parametrize("shape", ["simplex", "full rank", "head groups"])
 def test_newton_cg_takes_a_large_support_to_tol(shape, block, monkeypatch):
     """Where the support is over the dense Hessian's cap (set to 0 here), Newton-CG over
-    every pair takes L-BFGS-B's bracket to 1e-9: on the regular simplex (closed form
+    every pair takes the L-BFGS's bracket to 1e-9: on the regular simplex (closed form
     ``c (m-1)/2``), a random full-rank problem and the groups' sums of a synthetic head
-    gradient (against the cvxpy interior-point reference); L-BFGS-B is not run again.
+    gradient (against the cvxpy interior-point reference); the L-BFGS is not run again.
     Its certificate keeps the flow scalar-weighted over all the pairs, not as vectors.
     With the default block every pair (66 to 276) is in the preconditioner's block; with
-    ``block = 40`` the others are on its diagonal."""
-    import scipy.optimize
-
+    ``block = 40`` the others are on its diagonal.  The bracket is checked at every
+    evaluation, so that the L-BFGS hands over at ``1e-3`` (between two checks 100 apart it
+    takes the simplex to 1e-9 by itself)."""
     from hilbertgeom import gradients as gr
 
     monkeypatch.setattr(du, "_DENSE_SUPPORT", 0)
+    monkeypatch.setattr(du, "_CHECK", 1)
     if block is not None:
         monkeypatch.setattr(ncg, "_BLOCK", block)
     seen = {"cg": 0, "lbfgs_after": 0}
-    run, minimize = ncg.newton_cg, scipy.optimize.minimize
+    run, minimize = ncg.newton_cg, du.projected_lbfgs
 
     def spy(*a, **k):
         seen["cg"] += 1
@@ -349,7 +349,7 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, block, monkeypatch):
         return minimize(*a, **k)
 
     monkeypatch.setattr(ncg, "newton_cg", spy)
-    monkeypatch.setattr(scipy.optimize, "minimize", lbfgs)
+    monkeypatch.setattr(du, "projected_lbfgs", lbfgs)
     if shape == "simplex":
         m, c = 12, 3.0
         S = c * regular_simplex(m, m - 1)
@@ -381,7 +381,7 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, block, monkeypatch):
 
 def test_newton_cg_keeps_to_max_evals(monkeypatch):
     """``max_evals`` bounds the evaluations of the whole solve, Newton-CG's included (one
-    Cholesky per weights tried): L-BFGS-B's own count is found first with Newton-CG
+    Cholesky per weights tried): the L-BFGS's own count is found first with Newton-CG
     switched off, then Newton-CG is given three evaluations more and must stop there,
     with the certificate of its best iterate (independent count: a spy on
     ``_State``, Newton-CG's only evaluation)."""
@@ -390,7 +390,7 @@ def test_newton_cg_keeps_to_max_evals(monkeypatch):
     S -= S.mean(axis=0)
     run = ncg.newton_cg
     monkeypatch.setattr(ncg, "newton_cg", lambda *a, **k: 0)
-    before = du.weight_dual(S, tol=1e-12).iterations  # L-BFGS-B to its hand-over point, then L-BFGS-B again
+    before = du.weight_dual(S, tol=1e-12).iterations  # the L-BFGS to its hand-over point, then again
     monkeypatch.setattr(ncg, "newton_cg", run)
     states = {"n": 0}
     state = ncg._State
@@ -400,7 +400,7 @@ def test_newton_cg_keeps_to_max_evals(monkeypatch):
         return state(*a, **k)
 
     monkeypatch.setattr(ncg, "_State", counted)
-    lbfgs_evals = du.weight_dual(S, tol=1e-12, max_evals=1).iterations  # L-BFGS-B's first check only
+    lbfgs_evals = du.weight_dual(S, tol=1e-12, max_evals=1).iterations  # the L-BFGS's first check only
     assert states["n"] == 0  # the budget spent: Newton-CG not started
     r = du.weight_dual(S, tol=1e-12, max_evals=before + 3)
     assert 0 < states["n"] <= before + 3

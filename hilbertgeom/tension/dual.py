@@ -9,10 +9,20 @@ the cluster refinement at high rank.
 ``Phi = L_lambda^+ S``, ``df/dlambda_ab = (1 - ||phi_a - phi_b||^2) / 2`` (the
 same function as :mod:`hilbertgeom.tension.newton`, there on a support, here on
 all ``m (m - 1) / 2`` pairs of ``m`` rows).  One evaluation is one dense
-``m x m`` Cholesky factorisation and two ``m x m x d`` products, so L-BFGS-B
-with the bound ``lambda >= 0`` takes thousands of evaluations in the time a
+``m x m`` Cholesky factorisation and two ``m x m x d`` products, so a quasi-Newton
+method with the bound ``lambda >= 0`` takes thousands of evaluations in the time a
 Newton step on a support of 10^4 pairs takes one, and it needs no support: the
 pairs that carry flow at the optimum are the ones whose bound is not active.
+
+The quasi-Newton method is the projected L-BFGS of :mod:`hilbertgeom.tension.lbfgs` with
+its initial Hessian scaled by each weight (the curvature of ``f`` in ``lambda_ab`` is at
+most ``||phi_a - phi_b||^2 / lambda_ab``, as for the weights of the refinement's flows).
+SciPy's L-BFGS-B did this before: on the first groups of the shipped MiniLM gradient at full
+vocabulary (256 groups, to 1e-8) it took 2,980 evaluations and 37.8 s to the bracket where
+Newton-CG takes over, and the whole solve 170.1 s; the projected L-BFGS reached it in 4.1 s
+and the solve took 89.1 s (to 1.7e-10), and on the 284 groups of round 2 (from round 1's
+weights, to 3.2e-7) 84.5 s against 111.6 s; without the scaling 203.0 s on the first
+(2026-12-07, ``docs/theory/tension.md``).
 
 Each iterate is a certificate: the flow ``y_ab = lambda_ab (phi_a - phi_b)``
 balances ``S`` (up to the solve's rounding, which the certificate carries), and
@@ -32,12 +42,13 @@ import numpy as np
 
 from ._results import TensionResult, Weighted, _certify
 from .bracket import _repair
+from .lbfgs import projected_lbfgs
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
 
 #: evaluations between two checks of the bracket (a check costs about 20 evaluations)
 _CHECK = 100
-#: L-BFGS-B history (10 of 5, 10, 17, 30 was fastest to 1e-6 on the 382 groups)
+#: L-BFGS history (10 of 5, 10, 17, 30 was fastest to 1e-6 on the 382 groups, with SciPy's L-BFGS-B)
 _HISTORY = 10
 #: the bracket at which Newton on the support takes over (where the support is small)
 _NEWTON_FROM = 1e-3
@@ -68,14 +79,18 @@ class _Best:
 
 
 class _StopSolveError(Exception):
-    """Raised inside the objective to leave L-BFGS-B: ``tol`` met or the deadline passed."""
+    """Raised inside the objective to leave the L-BFGS: ``tol`` met or the deadline passed."""
 
 
 def _weights_matrix(x: np.ndarray, iu, m: int) -> np.ndarray:
-    lam = np.zeros((m, m))
-    lam[iu] = x
-    lam += lam.T
-    return lam
+    """The symmetric ``m x m`` matrix of the weights ``x`` of the pairs ``iu``, written at their
+    flat positions: at ``m = 256`` (32,640 pairs) 0.4 ms where indexing by the pair of index
+    arrays and adding the transpose took 2 ms, the same matrix bit for bit (2026-12-07); every
+    Hessian product of Newton-CG makes one (:mod:`hilbertgeom.tension.newton_cg`)."""
+    lam = np.zeros(m * m)
+    lam[iu[0] * m + iu[1]] = x
+    lam[iu[1] * m + iu[0]] = x
+    return lam.reshape(m, m)
 
 
 def _potential(lam: np.ndarray, S: np.ndarray) -> np.ndarray:
@@ -98,22 +113,22 @@ def _potential(lam: np.ndarray, S: np.ndarray) -> np.ndarray:
 def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: np.ndarray | None = None,
                 method: str = "dual", max_evals: int = 100_000) -> TensionResult:
     """The certified minimum tension of the centred rows ``S`` (``m x d``, ``m`` at
-    most a few thousand) by L-BFGS-B on ``f``, polished by Newton on the support.
+    most a few thousand) by projected L-BFGS on ``f``, polished by Newton on the support.
 
-    L-BFGS-B runs until the checked bracket is within ``max(tol, 1e-3)``; then, where
+    The L-BFGS runs until the checked bracket is within ``max(tol, 1e-3)``; then, where
     its support (the pairs whose weight is above ``_FLOOR`` of the largest) has at
     most ``_DENSE_SUPPORT`` pairs, Newton on that
     support (:func:`~hilbertgeom.tension.newton.support_newton`) takes it to ``tol``
     in a few dozen steps; where it has more (a dense Newton step costs the cube of the
     support), primal-dual Newton-CG over every pair
     (:func:`~hilbertgeom.tension.newton_cg.newton_cg`, Hessian products by ``m x m x m``
-    GEMMs) does.  Where the Newton method does not narrow the bracket, L-BFGS-B goes on.
+    GEMMs) does.  Where the Newton method does not narrow the bracket, the L-BFGS goes on.
 
     ``lam0``: an ``m x m`` symmetric non-negative start, else
     all weights equal; either is first scaled to its best multiple (``f(c lam)``
     is least at ``c^2 = tr(S^T L_lam^+ S) / sum lam``).  Stops when the bracket is
     within ``tol``, at ``deadline``, after ``max_evals`` evaluations, or when
-    L-BFGS-B makes no more progress (its objective no lower after a run).
+    the L-BFGS makes no more progress (its objective no lower after a run).
     Returns the certificate of the best potential and the cheapest flow
     (``method`` is its label, an internal one by default: the caller reports
     its own)."""
@@ -122,6 +137,7 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
 
     m = S.shape[0]
     iu = np.triu_indices(m, 1)
+    up = iu[0] * m + iu[1]
     if lam0 is None:
         x = np.full(iu[0].size, 1.0)
     else:
@@ -140,7 +156,9 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
         """``Phi = L^+ S`` and the squared distances of its pairs (in ``iu`` order)."""
         Phi = _potential(_weights_matrix(x, iu, m), S)
         sq = np.einsum("ij,ij->i", Phi, Phi)
-        return Phi, np.maximum((sq[:, None] + sq[None, :] - 2.0 * (Phi @ Phi.T))[iu], 0.0)
+        d2 = sq[iu[0]] + sq[iu[1]]
+        d2 -= 2.0 * (Phi @ Phi.T).take(up)  # at the pairs' flat positions (see _weights_matrix)
+        return Phi, np.maximum(d2, 0.0, out=d2)
 
     def check(x, Phi, d2, target):
         Q = _repair(Phi, S)
@@ -156,8 +174,6 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
         return gap() <= 0.5 * target or time.perf_counter() > deadline or st.evals >= max_evals
 
     def lbfgs(x, target):
-        from scipy.optimize import Bounds, minimize
-
         def fg(x):
             st.evals += 1
             Phi, d2 = evaluate(x)
@@ -169,16 +185,14 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
         f_prev = math.inf
         while True:
             try:
-                r = minimize(fg, x, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
-                             options={"maxcor": _HISTORY, "maxfun": max_evals, "maxiter": max_evals,
-                                      "ftol": 1e-16, "gtol": 0.0})
+                x, fun, _ = projected_lbfgs(fg, x, 0.0, maxcor=_HISTORY, max_evals=max(max_evals - st.evals, 1),
+                                            scaled=True)
             except _StopSolveError:
                 return
-            x = r.x
             Phi, d2 = evaluate(x)
-            if check(x, Phi, d2, target) or stop(target) or not r.fun < f_prev:  # no progress: rounding level
+            if check(x, Phi, d2, target) or stop(target) or not fun < f_prev:  # no progress: rounding level
                 return
-            f_prev = r.fun
+            f_prev = fun
 
     def support(floor=0.0):
         """The pairs of the best weights above ``floor`` of the largest, and those weights."""
@@ -205,7 +219,7 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
             box = [best]
 
             def certify(P, Ic, Jc, Yc):
-                # the iterate's potential repaired, as L-BFGS-B's are: a Newton iterate's pairs
+                # the iterate's potential repaired, as the L-BFGS's are: a Newton iterate's pairs
                 # outside the support lie beyond 1, and dividing by its diameter alone lost
                 # up to 5e-3 of the lower bound on the shipped MiniLM's 291 groups (repaired: 5e-7 in 437 s)
                 c = _certify(S, _repair(P, S), Ic, Jc, Yc, method=method, centered=False, iterations=st.evals,
@@ -217,22 +231,22 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
             try:
                 support_newton(S, I, J, w, best_phi(), tol=tol, deadline=deadline, certify=certify,
                                gap=best.relative_gap)
-            except (np.linalg.LinAlgError, ValueError):  # a singular or non-finite step: L-BFGS-B goes on
+            except (np.linalg.LinAlgError, ValueError):  # a singular or non-finite step: the L-BFGS goes on
                 pass
             best = box[0]
         elif I.size > 0:
             # a support too large for the dense Hessian: Newton-CG over every pair, its Hessian
             # products by m x m x m GEMMs (tension/newton_cg.py; on the 428 groups of the shipped
             # MiniLM full vocabulary's third round, support 36,238 pairs, 7.0e-9 in 281 s where
-            # L-BFGS-B alone had 2.9e-7 after 1500 s)
+            # SciPy's L-BFGS-B alone had 2.9e-7 after 1500 s)
             st.evals += newton_cg(S, st.x, gap=best.relative_gap, deadline=deadline,
                                   max_evals=max_evals - st.evals,
                                   check=lambda lam, Phi, d2: check(lam, Phi, d2, tol) or stop(tol))
             c = certificate()
             best = c if c.relative_gap < best.relative_gap else best
-        # L-BFGS-B goes on where Newton did not run or did not narrow the bracket (where it did
-        # and stopped short, L-BFGS-B from its own iterate trails it: 100 s without catching up
-        # from 3.8e-4 to Newton's 4.7e-8 on the 194 shipped groups)
+        # the L-BFGS goes on where Newton did not run or did not narrow the bracket (where it did
+        # and stopped short, SciPy's L-BFGS-B from its own iterate trailed it: 100 s without catching
+        # up from 3.8e-4 to Newton's 4.7e-8 on the 194 shipped groups)
         if best.relative_gap > tol and best.relative_gap >= start_gap and time.perf_counter() < deadline:
             lbfgs(st.x, tol)
             c = certificate()

@@ -123,15 +123,23 @@ class _State:
 
 
 def _pair_form(M: np.ndarray, iu) -> np.ndarray:
-    """``b_ab^T M b_ab = M_aa + M_bb - M_ab - M_ba`` for every pair ``a < b``."""
+    """``b_ab^T M b_ab = M_aa + M_bb - M_ab - M_ba`` for every pair ``a < b``, taken at the
+    pairs' flat positions (no ``m x m`` temporaries; the same sums in the same order)."""
     d = np.diag(M)
-    return (d[:, None] + d[None, :] - M - M.T)[iu]
+    m = M.shape[0]
+    out = d[iu[0]] + d[iu[1]]
+    out -= M.take(iu[0] * m + iu[1])
+    out -= M.take(iu[1] * m + iu[0])
+    return out
 
 
 def hessian_product(v: np.ndarray, st: _State, iu) -> np.ndarray:
-    """``H v`` for ``f``'s Hessian at the state ``st``: ``b^T L^+ L_v G b`` per pair."""
-    W = _weights_matrix(v, iu, st.G.shape[0])
-    Lv = np.diag(W.sum(axis=1)) - W
+    """``H v`` for ``f``'s Hessian at the state ``st``: ``b^T L^+ L_v G b`` per pair (``L_v``
+    made in place of its weights' matrix)."""
+    Lv = _weights_matrix(v, iu, st.G.shape[0])
+    deg = Lv.sum(axis=1)
+    np.negative(Lv, out=Lv)
+    Lv[np.diag_indices_from(Lv)] = deg
     return _pair_form(st.Linv @ (Lv @ st.G), iu)
 
 
