@@ -82,14 +82,21 @@ class _StopSolveError(Exception):
     """Raised inside the objective to leave the L-BFGS: ``tol`` met or the deadline passed."""
 
 
+def _flat_pairs(iu, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The flat positions in an ``m x m`` matrix of the pairs ``iu`` (``a < b``) and of their
+    transposes ``(b, a)``."""
+    return iu[0] * m + iu[1], iu[1] * m + iu[0]
+
+
 def _weights_matrix(x: np.ndarray, iu, m: int) -> np.ndarray:
     """The symmetric ``m x m`` matrix of the weights ``x`` of the pairs ``iu``, written at their
     flat positions: at ``m = 256`` (32,640 pairs) 0.4 ms where indexing by the pair of index
     arrays and adding the transpose took 2 ms, the same matrix bit for bit (2026-12-07); every
     Hessian product of Newton-CG makes one (:mod:`hilbertgeom.tension.newton_cg`)."""
+    up, lo = _flat_pairs(iu, m)
     lam = np.zeros(m * m)
-    lam[iu[0] * m + iu[1]] = x
-    lam[iu[1] * m + iu[0]] = x
+    lam[up] = x
+    lam[lo] = x
     return lam.reshape(m, m)
 
 
@@ -137,7 +144,7 @@ def weight_dual(S: np.ndarray, *, tol: float, deadline: float = math.inf, lam0: 
 
     m = S.shape[0]
     iu = np.triu_indices(m, 1)
-    up = iu[0] * m + iu[1]
+    up = _flat_pairs(iu, m)[0]
     if lam0 is None:
         x = np.full(iu[0].size, 1.0)
     else:

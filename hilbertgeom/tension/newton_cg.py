@@ -65,7 +65,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .dual import _weights_matrix
+from .dual import _flat_pairs, _weights_matrix
 from .newton import _laplacian_inverse, _pair_hessian
 
 __all__: list[str] = []  # reached through min_tension(method="refine")
@@ -126,10 +126,10 @@ def _pair_form(M: np.ndarray, iu) -> np.ndarray:
     """``b_ab^T M b_ab = M_aa + M_bb - M_ab - M_ba`` for every pair ``a < b``, taken at the
     pairs' flat positions (no ``m x m`` temporaries; the same sums in the same order)."""
     d = np.diag(M)
-    m = M.shape[0]
+    up, lo = _flat_pairs(iu, M.shape[0])
     out = d[iu[0]] + d[iu[1]]
-    out -= M.take(iu[0] * m + iu[1])
-    out -= M.take(iu[1] * m + iu[0])
+    out -= M.take(up)
+    out -= M.take(lo)
     return out
 
 
