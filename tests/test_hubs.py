@@ -353,3 +353,76 @@ def test_solve_in_parts_is_the_potential(monkeypatch):
     sq = hub.sq_of_parts(PH, PT)
     ref = np.array([np.linalg.norm(Phi[i] - Phi[j]) ** 2 for i, j in zip(I, J, strict=True)])
     np.testing.assert_allclose(sq, ref, rtol=kernel_rtol(d) / hb._RECHECK * 8.0, atol=0)
+
+
+@pytest.mark.parametrize("linked", [False, True])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_work_arrays_give_the_same_numbers_call_after_call(ordered, linked, monkeypatch):
+    """``solve`` and ``sq_of_parts`` with one ``work`` dict kept over calls (and ``out`` for the
+    tail rows) give, for a second set of weights, the same numbers bit for bit as without them:
+    nothing of the first call's weights is left in the reused arrays (each tail row here has one
+    to three of the hubs, so most of the dense block is empty), in the dense block's order
+    (``prefix``) and out of it, with linked rows and without."""
+    rng = np.random.default_rng(7)
+    V, k, d = 90, 6, 5
+    I, J, w1 = hub_pairs(V, k, seed=7, hub_hub=3, tail_tail=4 if linked else 0)
+    if linked:
+        monkeypatch.setattr(hb, "_MAX_HUBS", k)
+    hub = Hubs.of(I, J, V)
+    assert (hub.k > hub.kd) == linked
+    # in the dense block's order, or shuffled (the dense-hub-tail pairs not first: no prefix)
+    perm = hub.block_order() if ordered else rng.permutation(I.size)
+    I, J, w1 = I[perm], J[perm], w1[perm]
+    hub = Hubs(I, J, V, hub.hubs, hub.kd)
+    assert hub.prefix == ordered
+    w2 = w1 * rng.uniform(0.5, 2.0, w1.size)
+    X = rng.standard_normal((V, d))
+    X -= X.mean(axis=0)
+    XH, XT = X[hub.hubs], X[hub.tail]
+    work: dict = {}
+    out = np.full_like(XT, np.nan)
+    first = hub.solve(XH, XT, w1, work=work, out=out)
+    hub.sq_of_parts(*first, work=work)
+    assert work and first[1] is out
+    PH, PT = hub.solve(XH, XT, w2, work=work, out=out)
+    sq = hub.sq_of_parts(PH, PT, work=work)
+    RH, RT = hub.solve(XH, XT, w2)
+    np.testing.assert_array_equal(PH, RH)
+    np.testing.assert_array_equal(PT, RT)
+    np.testing.assert_array_equal(sq, hub.sq_of_parts(RH, RT))
+
+
+def test_descent_returns_the_potential_of_its_weights():
+    """``_descend_weights`` on pairs with hubs keeps the cheapest evaluation's weights and tail
+    potential in arrays that later evaluations do not write (two of each, taken in turn): after
+    the descent one more evaluation, at its (costlier) start, writes its arrays, and still the
+    potential returned is the hub solve of the weights returned, bit for bit, and its cost that
+    flow's."""
+    rng = np.random.default_rng(3)
+    V, k, d = 120, 6, 5
+    I, J, w = hub_pairs(V, k, seed=3, hub_hub=4)
+    X = rng.standard_normal((V, d))
+    X -= X.mean(axis=0)
+    real = rf.projected_lbfgs
+    seen = []
+
+    def and_once_more(fg, x0, *a, **kw):
+        start = np.array(x0, copy=True)
+        try:
+            return real(fg, x0, *a, **kw)
+        finally:
+            try:
+                seen.append(fg(start)[0])  # F at the start: not the cheapest flow
+            except rf._DescentStopError:
+                seen.append(None)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(rf, "projected_lbfgs", and_once_more)
+    try:
+        cost, wb, Phi = rf._descend_weights(X, I, J, w, 1e-12, np.inf, evals=40, stall=0.0)
+    finally:
+        mp.undo()
+    assert len(seen) == 1
+    hub = Hubs.of(I, J, V)
+    np.testing.assert_array_equal(Phi, hub.potential(X, wb))
+    assert cost == rf._lean_flow(X, I, J, wb, Phi, hubs=hub)[0]

@@ -47,6 +47,21 @@ _MAX_LINKED = 1024
 _RECHECK = 1e-3
 
 
+def _work(work: dict | None, name: str, shape: tuple[int, ...], dtype=np.float64) -> np.ndarray:
+    """An uninitialised array of ``shape``: the one kept under ``name`` in ``work`` (made there
+    on first use, or again where the shape changed), or a new one where ``work`` is ``None``.
+    glibc maps each array of more than 32 MB afresh and the kernel faults its pages in one by
+    one: on the shipped MiniLM gradient's dense block at full vocabulary (184 hubs, 30,338 tail
+    rows) the new ``t x d`` and ``k x t`` arrays of a solve and its distances cost about 0.1 s of
+    the 0.44 s they took, which a caller that solves many times saves by keeping them."""
+    if work is None:
+        return np.empty(shape, dtype)
+    buf = work.get(name)
+    if buf is None or buf.shape != shape or buf.dtype != dtype:
+        buf = work[name] = np.empty(shape, dtype)
+    return buf
+
+
 def _cover(a: np.ndarray, b: np.ndarray, deg: np.ndarray) -> list[int]:
     """A vertex cover of the pairs ``(a, b)``, greedily: each pair not yet covered takes its
     end with more of these pairs (ties: the end of larger ``deg``, then the smaller index)."""
@@ -99,6 +114,9 @@ class Hubs:
         # share a place (the same rows twice), their weights are added by bincount instead
         self.flat = self.a * nT + self.t
         self.shared = bool(self.flat.size) and int(np.bincount(self.flat, minlength=kd * nT).max()) > 1
+        # the dense-hub-tail pairs are the first ones, in the dense block's order (Hubs.block_order):
+        # their weights and distances are read and written as one slice
+        self.prefix = bool(np.array_equal(self.ht, np.arange(self.ht.size)))
         self.again = np.union1d(self.hh, self.lt)  # pairs whose distance is taken from the difference
 
     @classmethod
@@ -130,17 +148,20 @@ class Hubs:
                 return None
         return cls(I, J, V, np.concatenate([order[:kd], np.asarray(linked, np.intp)]), kd)
 
-    def _blocks(self, w: np.ndarray):
+    def _blocks(self, w: np.ndarray, work: dict | None = None):
         """``(B, BL, dT, A, degH)``: dense-hub-tail weights ``kd x t``, linked-tail weights
         (sparse, ``(k - kd) x t``; ``None`` without linked rows), tail degrees, hub-hub weights
-        ``k x k`` (symmetric) and hub degrees."""
+        ``k x k`` (symmetric) and hub degrees.  ``work``: as in :meth:`solve` (``B`` is then
+        one of its arrays)."""
         k, kd, nT = self.k, self.kd, self.V - self.k
-        wt = w[self.ht]
+        n = self.ht.size
+        wt = w[:n] if self.prefix else np.take(w, self.ht, out=_work(work, "wt", (n,)))
         flat: np.ndarray
         if self.shared:
             flat = np.bincount(self.flat, wt, kd * nT)
         else:
-            flat = np.zeros(kd * nT)
+            flat = _work(work, "flat", (kd * nT,))
+            flat.fill(0.0)
             flat[self.flat] = wt
         B = flat.reshape(kd, nT)
         dT = B.sum(axis=0)
@@ -167,17 +188,21 @@ class Hubs:
         parts = self.solve(X[self.hubs], X[self.tail], w)
         return None if parts is None else self.assemble(*parts)
 
-    def solve(self, XH: np.ndarray, XT: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def solve(self, XH: np.ndarray, XT: np.ndarray, w: np.ndarray, work: dict | None = None,
+              out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`potential` in parts: ``(PH, PT)``, its hub rows and its tail rows (in the
         orders of ``hubs`` and ``tail``), from ``XH = X[hubs]`` and ``XT = X[tail]`` (not
         changed); ``None`` as there.  A caller that solves many times with one ``X`` gathers
-        ``XH`` and ``XT`` once, and :meth:`sq_of_parts` takes the parts as they are."""
+        ``XH`` and ``XT`` once, and :meth:`sq_of_parts` takes the parts as they are.  Such a
+        caller may also pass ``work``, a dict in which the dense block's work arrays are kept
+        from one call to the next (:func:`_work`), and ``out``, a C-contiguous float64 array of
+        ``XT``'s shape that receives ``PT`` (the same numbers)."""
         from scipy.sparse.csgraph import connected_components
 
         kd = self.kd
-        B, BL, dT, A, degH = self._blocks(w)
+        B, BL, dT, A, degH = self._blocks(w, work)
         inv = np.divide(1.0, dT, out=np.zeros_like(dT), where=dT > 0)
-        Bs = B * inv
+        Bs = np.multiply(B, inv, out=_work(work, "Bs", B.shape))
         S = np.diag(degH) - A
         S[:kd, :kd] -= Bs @ B.T
         rhs = np.array(XH, dtype=np.float64, copy=True)
@@ -200,7 +225,7 @@ class Hubs:
                 PH[free] = _spd_solve(S[np.ix_(free, free)], rhs[free])
             except np.linalg.LinAlgError:
                 return None
-        PT = B.T @ PH[:kd]
+        PT = B.T @ PH[:kd] if out is None else np.matmul(B.T, PH[:kd], out=out)
         PT += XT
         if BL is not None:
             PT += BL.T @ PH[kd:]
@@ -250,23 +275,27 @@ class Hubs:
         the linked-tail pairs from their differences."""
         return self.sq_of_parts(Phi[self.hubs], Phi[self.tail])
 
-    def sq_of_parts(self, PH: np.ndarray, PT: np.ndarray) -> np.ndarray:
+    def sq_of_parts(self, PH: np.ndarray, PT: np.ndarray, work: dict | None = None) -> np.ndarray:
         """:meth:`sq_distances` of the potential whose hub rows are ``PH`` and tail rows ``PT``
-        (:meth:`solve`), which are not changed."""
+        (:meth:`solve`), which are not changed; ``work`` as in :meth:`solve`."""
         mu = (PH.sum(axis=0) + PT.sum(axis=0)) / self.V
         PD = PH[: self.kd] - mu
-        PC = PT - mu
+        PC = np.subtract(PT, mu, out=_work(work, "PC", PT.shape))
         hub_n, tail_n = np.einsum("ij,ij->i", PD, PD), np.einsum("ij,ij->i", PC, PC)
-        R = np.add.outer(hub_n, tail_n)  # |p_a|^2 + |p_t|^2 over the dense block
-        D2 = PD @ PC.T
+        shape = (self.kd, PT.shape[0])
+        R = np.add(hub_n[:, None], tail_n[None, :], out=_work(work, "R", shape))  # |p_a|^2 + |p_t|^2
+        D2 = np.matmul(PD, PC.T, out=_work(work, "D2", shape))
         del PC
         D2 *= -2.0
         D2 += R
         sq = np.zeros(self.I.size)
-        sq[self.ht] = D2.ravel()[self.flat]
+        if self.prefix:
+            np.take(D2.ravel(), self.flat, out=sq[: self.ht.size])
+        else:
+            sq[self.ht] = D2.ravel()[self.flat]
         np.maximum(sq, 0.0, out=sq)
         R *= _RECHECK
-        close = (D2 < R).ravel()[self.flat]
+        close = np.less(D2, R, out=_work(work, "close", shape, bool)).ravel()[self.flat]
         del D2, R
         again = np.union1d(self.ht[close], self.again)
         for sl in _chunk_slices(again.size, PH.shape[1]):

@@ -49,6 +49,7 @@ from ._results import (
 from .bracket import _POWER, _best_match, _group_sums, _irls_weights, _progress, _reduction, _repair
 from .dual import weight_dual
 from .hubs import Hubs
+from .hubs import _work as _work_array
 from .lbfgs import new_memory, projected_lbfgs, resize_memory
 from .place import Multipliers, place_pass
 
@@ -700,13 +701,24 @@ def _descend(X, I, J, w, hub, Phi0, start, tol, deadline, evals, stall, target, 
     made and the time the descent began (its caller costs and reports it), or ``None`` where no
     evaluation was cheaper than ``start``."""
     XH, XT = (X[hub.hubs], X[hub.tail]) if hub is not None else (X, X)  # gathered once
+    # the hub blocks' work arrays, kept from one evaluation to the next, and two arrays for the tail
+    # rows' potential, each evaluation writing into the one that is not the cheapest seen so far;
+    # the cheapest weights are copied into one array kept for them (see hubs._work: at full
+    # vocabulary each array made afresh costs its page faults)
+    work: dict = {}
+    tails = [np.empty_like(XT), np.empty_like(XT)] if hub is not None else []
+    kept_w = np.empty_like(w)
 
     def potential(x):
         """``(Phi, sq, <X, Phi>)``: the Laplacian potential of the weights ``x`` (as its hub and
         tail rows, :meth:`Hubs.solve`, where the pairs have hubs), its pairs' squared distances."""
-        parts = hub.solve(XH, XT, x) if hub is not None else None
+        parts = None
+        if hub is not None:
+            kept = best[2][1] if isinstance(best[2], tuple) else None
+            parts = hub.solve(XH, XT, x, work=work, out=tails[1] if kept is tails[0] else tails[0])
         if parts is not None:
-            return parts, hub.sq_of_parts(*parts), float(np.vdot(XH, parts[0])) + float(np.vdot(XT, parts[1]))
+            return (parts, hub.sq_of_parts(*parts, work=work),
+                    float(np.vdot(XH, parts[0])) + float(np.vdot(XT, parts[1])))
         Phi = _laplacian_potential(X, I, J, x, False)
         return Phi, _pair_sq(I, J, Phi, hub), float(np.vdot(X, Phi))
 
@@ -724,10 +736,13 @@ def _descend(X, I, J, w, hub, Phi0, start, tol, deadline, evals, stall, target, 
 
     def fg(x):
         P, sq, xphi = potential(x)
-        cost = float(np.sum(x * np.sqrt(sq)))
+        t = np.sqrt(sq, out=_work_array(work, "root", sq.shape))
+        t *= x
+        cost = float(np.sum(t))
         costs.append(cost)
         if cost < best[0]:
-            best[:] = cost, x.copy(), P
+            np.copyto(kept_w, x)
+            best[:] = cost, kept_w, P
             if cost <= target and _lean_flow(X, I, J, x, whole(P), hubs=hub)[0] <= target:
                 raise _DescentStopError
         k = len(costs)
@@ -735,7 +750,9 @@ def _descend(X, I, J, w, hub, Phi0, start, tol, deadline, evals, stall, target, 
         over = k >= evals and not (k < evals + reach and _on_course(costs, window, target, evals + reach - k))
         if stalled or over or time.perf_counter() > deadline:
             raise _DescentStopError
-        return 0.5 * xphi + 0.5 * float(x.sum()), 0.5 - 0.5 * sq
+        sq *= -0.5  # the gradient 0.5 - 0.5 sq, in sq's own array (the same numbers)
+        sq += 0.5
+        return 0.5 * xphi + 0.5 * float(x.sum()), sq
 
     try:
         projected_lbfgs(fg, w, floor, maxcor=_MAXCOR, max_evals=evals + reach, scaled=True, memory=memory)
