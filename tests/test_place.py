@@ -147,6 +147,26 @@ def test_every_gaining_step_is_kept(monkeypatch):
     assert brute_pairs(Pp)[0].max() <= 1.0 + kernel_rtol(G.shape[1])
 
 
+def test_a_short_step_straight_into_its_ball_is_shortened_not_dropped():
+    """A row ``1e-10`` inside the ball of a screened row takes a step of ``1e-10 + 3e-16`` straight
+    toward its sphere: formed again it ends a few roundings beyond 1, and shortening it by
+    ``1e-9`` or ``1e-6`` of itself (a step ending on the sphere) takes back only ``1e-19`` and
+    ``1e-16`` of distance.  ``_shortened`` gives up a thousandth of it instead of all of it, and
+    the row is then within 1 of every screened row (a second row, far inside, too).  The
+    numbers are sums of two terms, the same on every machine."""
+    a, b = 1.0 - 1e-10, 1e-10 + 3e-16  # not tolerances: the distance inside the ball, the step
+    Q = np.array([[a, 0.0, 0.0], [0.3, 0.4, 0.0]])
+    step = np.array([-b, 0.0, 0.0])  # away from the screened row's point: its distance grows by b
+    assert float(np.sum((Q[0] - step) ** 2)) > 1.0  # the whole step ends beyond the sphere
+    for f in pl._SHORTEN[:3]:
+        assert float(np.sum((Q[0] - f * step) ** 2)) > 1.0  # shortened as for a step ending on it
+    kept = pl._shortened(Q, step)
+    assert kept is not None
+    f, sq = kept
+    assert f >= 0.999 and sq.max() <= 1.0
+    np.testing.assert_array_equal(sq, np.einsum("ij,ij->i", Q - f * step, Q - f * step))
+
+
 def test_a_row_with_more_balls_than_the_cap_stays(monkeypatch):
     """A row with more than ``_MAX_BALLS`` rows beyond ``1 - radius`` is not moved (its dual's
     Gram matrix is balls x balls: 7 GB for a large row at full vocabulary).  With the cap at

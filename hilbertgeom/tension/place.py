@@ -110,8 +110,13 @@ _GIVE = 1e-7
 #: a step whose check finds a screened row (formed again) farther than 1 is shortened by these
 #: factors in turn: a step ends on its binding ball's sphere and the check's rounding put 45% of
 #: the steps of the MiniLM full vocabulary's tail (shipped, d = 384) 1e-15 beyond it, and they
-#: were dropped (1 - 1e-9 loses a billionth of the step's gain)
-_SHORTEN = (1.0, 1.0 - 1e-9, 1.0 - 1e-6)
+#: were dropped (1 - 1e-9 loses a billionth of the step's gain).  A short step straight into its
+#: ball needs more: the shortening must take back the rounding, a few ``u``, out of the step's
+#: own approach to the sphere.  In the grouped test case of tests/test_place.py, with OpenBLAS's
+#: kernels for processors without FMA, a row 1.9e-10 inside its ball took a step of 1.1e-10 toward
+#: it, and formed again it was 4.4e-16 beyond at 1 - 1e-9 and 2.2e-16 at 1 - 1e-6, inside at
+#: 1 - 1e-3 (a thousandth of the step's gain given up, where all of it was)
+_SHORTEN = (1.0, 1.0 - 1e-9, 1.0 - 1e-6, 1.0 - 1e-3)
 #: rows screened by one GEMM: at V = 30522, d = 384 forming every row's differences took
 #: 55 of the 73 ms a row; a block of 128 costs about 1 ms a row and keeps (V, block) small
 _BLOCK = 128
@@ -607,6 +612,18 @@ def _place_batch(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, n: np.ndarray
         np.concatenate(stuck) if stuck else np.zeros(0, np.intp)
 
 
+def _shortened(Q: np.ndarray, step: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """``(factor, sq)``: the first factor of ``_SHORTEN`` at which every row of ``Q`` (the screened
+    rows' differences from the row's point) is within 1 of the row's new point, formed again as
+    ``q - factor * step`` (``sq`` their squared distances); ``None`` where there is none."""
+    for shorten in _SHORTEN:
+        Qs = Q - shorten * step
+        sq = np.einsum("ij,ij->i", Qs, Qs)
+        if float(sq.max(initial=0.0)) <= 1.0:
+            return shorten, sq
+    return None
+
+
 def place_rows(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: float = math.inf,
                radius: float = _RADIUS) -> tuple[np.ndarray, float]:
     """:func:`place_pass` without the rows left open: ``(potential, value gained)``."""
@@ -718,14 +735,11 @@ def place_pass(X: np.ndarray, Phi: np.ndarray, rows: np.ndarray, *, deadline: fl
                 continue
             # the screened rows' differences from the new point: the step ends on a binding ball's
             # sphere, and formed again a distance may be a rounding above 1; then shortened a little
-            for shorten in _SHORTEN:
-                Qs = Q[:-1] - shorten * step
-                sq = np.einsum("ij,ij->i", Qs, Qs)
-                if float(sq.max(initial=0.0)) <= 1.0:
-                    break
-            else:
+            kept = _shortened(Q[:-1], step)
+            if kept is None:
                 stuck.append(i)
                 continue
+            shorten, sq = kept
             step = shorten * step
             touched[i] = sel[sq >= touch2]
             if float(step @ step) >= (radius * (1.0 - _TOUCH)) ** 2:
