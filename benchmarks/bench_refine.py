@@ -22,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import resource
 import time
@@ -69,8 +70,8 @@ def main() -> None:
     ok, why = gr.minilm_available()
     if not ok:
         raise SystemExit(f"the real gradient needs the MiniLM wheel: {why}")
-    print(f"# {platform.machine()} {platform.processor() or ''}, numpy {np.__version__}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"# {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     peer = "tension_bracket" if args.bracket else "ALM, same time"
     print(f"| gradient | refine: T in | gap | time | {peer}: T in | gap | gap ratio {peer.split(',')[0]}/refine "
           "| peak RSS |")
