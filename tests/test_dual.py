@@ -147,7 +147,7 @@ def test_lbfgs_goes_on_only_where_newton_did_not_narrow_the_bracket(newton_narro
     1e-15), the L-BFGS is not run again (from its own iterate it trails Newton); where
     Newton does not narrow it (a Newton that does nothing), the L-BFGS goes on."""
     seen = {"newton": None, "after": 0}
-    polish, minimize = nt.support_newton, du.projected_lbfgs
+    polish, real_lbfgs = nt.support_newton, du.projected_lbfgs
 
     def newton(S, I, J, lam, P, **kw):
         seen["newton"] = lam.copy()
@@ -156,7 +156,7 @@ def test_lbfgs_goes_on_only_where_newton_did_not_narrow_the_bracket(newton_narro
     def lbfgs(*a, **kw):
         assert kw["scaled"]  # the initial Hessian scaled by the weights (dual.py's measurements)
         seen["after"] += seen["newton"] is not None
-        return minimize(*a, **kw)
+        return real_lbfgs(*a, **kw)
 
     monkeypatch.setattr(nt, "support_newton", newton)
     monkeypatch.setattr(du, "projected_lbfgs", lbfgs)
@@ -338,7 +338,7 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, block, monkeypatch):
     if block is not None:
         monkeypatch.setattr(ncg, "_BLOCK", block)
     seen = {"cg": 0, "lbfgs_after": 0}
-    run, minimize = ncg.newton_cg, du.projected_lbfgs
+    run, real_lbfgs = ncg.newton_cg, du.projected_lbfgs
 
     def spy(*a, **k):
         seen["cg"] += 1
@@ -346,7 +346,7 @@ def test_newton_cg_takes_a_large_support_to_tol(shape, block, monkeypatch):
 
     def lbfgs(*a, **k):
         seen["lbfgs_after"] += seen["cg"]
-        return minimize(*a, **k)
+        return real_lbfgs(*a, **k)
 
     monkeypatch.setattr(ncg, "newton_cg", spy)
     monkeypatch.setattr(du, "projected_lbfgs", lbfgs)

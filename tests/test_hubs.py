@@ -392,7 +392,7 @@ def test_work_arrays_give_the_same_numbers_call_after_call(ordered, linked, monk
     np.testing.assert_array_equal(sq, hub.sq_of_parts(RH, RT))
 
 
-def test_descent_returns_the_potential_of_its_weights():
+def test_descent_returns_the_potential_of_its_weights(monkeypatch):
     """``_descend_weights`` on pairs with hubs keeps the cheapest evaluation's weights and tail
     potential in arrays that later evaluations do not write (two of each, taken in turn): after
     the descent one more evaluation, at its (costlier) start, writes its arrays, and still the
@@ -416,12 +416,8 @@ def test_descent_returns_the_potential_of_its_weights():
             except rf._DescentStopError:
                 seen.append(None)
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(rf, "projected_lbfgs", and_once_more)
-    try:
-        cost, wb, Phi = rf._descend_weights(X, I, J, w, 1e-12, np.inf, evals=40, stall=0.0)
-    finally:
-        mp.undo()
+    monkeypatch.setattr(rf, "projected_lbfgs", and_once_more)
+    cost, wb, Phi = rf._descend_weights(X, I, J, w, 1e-12, np.inf, evals=40, stall=0.0)
     assert len(seen) == 1
     hub = Hubs.of(I, J, V)
     np.testing.assert_array_equal(Phi, hub.potential(X, wb))

@@ -554,23 +554,34 @@ def test_rows_placed_at_once_stay_within_one_of_each_other():
     assert D.max() >= 1.0 - 1e-6  # not a tolerance: the clusters are pushed to the unit distance
 
 
+def tail_duals():
+    """The duals of the 64 tail rows of ``hub_tail`` at once (radius 0.1): ``(C, P, x, du)``, the
+    large rows' points, the tail rows' points, their unit rows and the :class:`_Duals`."""
+    X, Phi, tail = hub_tail(t=64)
+    k = tail[0]
+    C, P = Phi[:k], Phi[tail]
+    x = X[tail] / np.linalg.norm(X[tail], axis=1)[:, None]
+    return C, P, x, pl._Duals(C, P, x, 0.1)
+
+
+def first_row_multipliers(C, P, x, du):
+    """The first tail row's multipliers solved one at a time (the batched Newton's start)."""
+    Q0 = np.vstack([C - P[0], np.zeros((1, C.shape[1]))])
+    return pl._best_point(x[0], Q0, du.r2, np.ones(du.m))[1]
+
+
 def test_batch_newton_finishes_every_row_of_the_tail_shape():
     """:func:`_batch_newton` from the first row's multipliers finishes every row of
     ``hub_tail`` (Newton alone, no L-BFGS-B), and each row's point ``(x + Q^T mu) / M``, shortened
     into every ball as it is placed, has the value of that of the row's own :func:`_dual_newton`
     to ``2 _GAP`` (each within ``_GAP`` of the optimum), on the rows (most) where that one
     finishes from the same start."""
-    X, Phi, tail = hub_tail(t=64)
-    k = tail[0]
-    C, P = Phi[:k], Phi[tail]
-    x = X[tail] / np.linalg.norm(X[tail], axis=1)[:, None]
-    du = pl._Duals(C, P, x, 0.1)
-    Q0 = np.vstack([C - P[0], np.zeros((1, C.shape[1]))])
-    mu0 = pl._best_point(x[0], Q0, du.r2, np.ones(du.m))[1]
+    C, P, x, du = tail_duals()
+    mu0 = first_row_multipliers(C, P, x, du)
     mu, solved = pl._batch_newton(du, mu0)
     assert solved.all()
     compared = 0
-    for i in range(tail.size):
+    for i in range(P.shape[0]):
         Q = np.vstack([C - P[i], np.zeros((1, C.shape[1]))])
         ref, finished = pl._dual_newton(x[i], Q, du.r2, np.einsum("ij,ij->i", Q, Q), mu0)
         if not finished:  # one at a time, that row would go on to L-BFGS-B: no reference to _GAP
@@ -584,7 +595,7 @@ def test_batch_newton_finishes_every_row_of_the_tail_shape():
             assert np.all(np.einsum("ij,ij->i", t * phi - Q, t * phi - Q) <= du.r2 * (1 + kernel_rtol(Q.shape[1])))
             vals.append(float(x[i] @ (t * phi)))
         assert abs(vals[0] - vals[1]) <= 2 * pl._GAP
-    assert compared >= 0.75 * tail.size
+    assert compared >= 0.75 * P.shape[0]
 
 
 def test_batch_newton_finishes_rows_whose_last_decrease_is_below_rounding(monkeypatch):
@@ -593,11 +604,7 @@ def test_batch_newton_finishes_rows_whose_last_decrease_is_below_rounding(monkey
     ``8 u |g|`` higher than the one before (``u`` the unit roundoff), so no decrease that small is
     seen on any machine: every row of ``hub_tail`` still finishes, on a point of the path that is
     finished itself (``place._GAP``), each within ``_GAP`` of its own dual value."""
-    X, Phi, tail = hub_tail(t=64)
-    k = tail[0]
-    C, P = Phi[:k], Phi[tail]
-    x = X[tail] / np.linalg.norm(X[tail], axis=1)[:, None]
-    du = pl._Duals(C, P, x, 0.1)
+    C, P, x, du = tail_duals()
     state = du.state
     calls = [0]
 
@@ -607,11 +614,10 @@ def test_batch_newton_finishes_rows_whose_last_decrease_is_below_rounding(monkey
         return (f + calls[0] * 8 * U64 * np.abs(f), *rest)
 
     monkeypatch.setattr(du, "state", rounded_up)
-    Q0 = np.vstack([C - P[0], np.zeros((1, C.shape[1]))])
-    mu0 = pl._best_point(x[0], Q0, du.r2, np.ones(du.m))[1]
+    mu0 = first_row_multipliers(C, P, x, du)
     mu, solved = pl._batch_newton(du, mu0)
     assert solved.all()
-    idx = np.arange(tail.size)
+    idx = np.arange(P.shape[0])
     f, _, M, qphi, pp = state(idx, mu)
     assert np.all(f - du.primal(idx, mu, M, qphi, pp) <= pl._GAP)
 
@@ -650,14 +656,11 @@ def test_directions_solved_in_threads_are_those_solved_in_turn(monkeypatch):
     products that the Gram form gathers (the solution's perturbation bound)."""
     from hilbertgeom import _threads as th
 
-    X, Phi, tail = hub_tail(t=64)
-    k = tail[0]
-    C, P = Phi[:k], Phi[tail]
-    x = X[tail] / np.linalg.norm(X[tail], axis=1)[:, None]
-    du = pl._Duals(C, P, x, 0.1)
-    idx = np.arange(tail.size)
+    C, P, x, du = tail_duals()
+    n = P.shape[0]
+    idx = np.arange(n)
     rng = np.random.default_rng(3)
-    mu = np.where(rng.random((tail.size, du.m)) < 0.3, pl._MU_MIN, rng.uniform(0.5, 2.0, (tail.size, du.m)))
+    mu = np.where(rng.random((n, du.m)) < 0.3, pl._MU_MIN, rng.uniform(0.5, 2.0, (n, du.m)))
     _, g, M, qphi, pp = du.state(idx, mu)
     free = ~((mu <= pl._MU_MIN) & (g > 0))
     monkeypatch.setattr(pl, "_SOLVE_BLOCK", 8)
@@ -666,7 +669,8 @@ def test_directions_solved_in_threads_are_those_solved_in_turn(monkeypatch):
         monkeypatch.setattr(th, "_workers", lambda w=workers: w)
         out[workers] = du.directions(idx, mu, free, g, M, qphi, pp)
     assert np.count_nonzero(out[2]) > 0.5 * free.sum()
-    for i in range(tail.size):  # each row alone: the Hessian from the points themselves
+    k = C.shape[0]
+    for i in range(n):  # each row alone: the Hessian from the points themselves
         z = P[i] + (x[i] + (C - P[i]).T @ mu[i, :k]) / M[i]  # the row's new point
         A = np.vstack([C, P[i]]) - z  # the balls' centres (the trust ball's is the row's point)
         F = np.flatnonzero(free[i])
